@@ -1,0 +1,3 @@
+from kbdebug.cli import main
+
+main()

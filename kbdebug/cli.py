@@ -1,0 +1,182 @@
+"""The `kbdebug` command: explain logs, print parsed records, list and lint rules."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kbdebug.render import FORMATS
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide.")
+rules_app = typer.Typer(no_args_is_help=True, help="List, show and lint the rule knowledge base.")
+app.add_typer(rules_app, name="rules")
+
+KbOption = Annotated[list[Path] | None, typer.Option("--kb", help="Extra rule directory (repeatable).")]
+
+
+class InputError(Exception):
+    """A problem with the user's input: reported on one line, exit status 2."""
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"kbdebug: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _use_color() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def _read_stdin(passthrough: bool):
+    """Stream stdin through the scanner, echoing each chunk to stdout as soon as it arrives."""
+    from kbdebug.scan import Scanner
+
+    scanner = Scanner()
+    fd = sys.stdin.fileno()
+    out = sys.stdout.buffer
+    try:
+        while True:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            if passthrough:
+                out.write(data)
+                out.flush()
+            scanner.feed(data)
+    except KeyboardInterrupt:
+        pass
+    if passthrough:
+        out.flush()
+    return scanner.close()
+
+
+def _regions_for(path: str, passthrough: bool):
+    from kbdebug.scan import scan_stream
+
+    if path == "-":
+        return _read_stdin(passthrough)
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{path}: is a directory")
+    try:
+        with open(p, "rb") as fh:
+            return scan_stream(fh)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+@app.command()
+def explain(
+    files: Annotated[list[str], typer.Argument(help="Log files, or - for standard input.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown, json or html.")] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
+    kb: KbOption = None,
+) -> None:
+    """Diagnose crash logs. Exit status: 0 incident found, 1 nothing recognised, 2 usage/input error."""
+    from kbdebug.api import diagnose_regions
+    from kbdebug.kb import RuleFileError
+    from kbdebug.render import render
+
+    if fmt not in FORMATS:
+        _fail(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if files.count("-") > 1:
+        _fail("standard input can be named only once")
+    diags = []
+    try:
+        for path in files:
+            regions = _regions_for(path, passthrough=not quiet)
+            diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
+    except (InputError, RuleFileError) as exc:
+        _fail(str(exc))
+    sys.stdout.write(render(diags, fmt, color=_use_color() and fmt == "text"))
+    sys.stdout.flush()
+    raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
+
+
+@app.command("parse")
+def parse_cmd(
+    file: Annotated[str, typer.Argument(help="Log file, or - for standard input.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """Print the records the grammars read from a log (for debugging grammars)."""
+    from kbdebug.parse import parse_regions
+
+    try:
+        regions = _regions_for(file, passthrough=False)
+    except InputError as exc:
+        _fail(str(exc))
+    records = parse_regions(regions)
+    if fmt == "json":
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2, ensure_ascii=False))
+    else:
+        for r in records:
+            data = r.model_dump(mode="json", exclude={"raw"}, exclude_defaults=True)
+            typer.echo(f"{r.first_line:>6}  {r.kind:<18} {json.dumps(data, ensure_ascii=False)}")
+    raise typer.Exit(0 if records else 1)
+
+
+@rules_app.command("list")
+def rules_list(kb: KbOption = None) -> None:
+    """List every rule with its priority and title."""
+    from kbdebug.kb import RuleFileError, load_kb
+
+    try:
+        base = load_kb(kb)
+    except RuleFileError as exc:
+        _fail(str(exc))
+    for rule in sorted(base.rules, key=lambda r: r.id):
+        typer.echo(f"{rule.id:<28} {rule.priority:>3}  {rule.title}")
+
+
+@rules_app.command("show")
+def rules_show(rule_id: str, kb: KbOption = None, fmt: Annotated[str, typer.Option("--format", "-f")] = "text") -> None:
+    """Render one rule's guide (facts appear as placeholders)."""
+    from kbdebug.diagnosis import Diagnosis, Incident
+    from kbdebug.kb import RuleFileError, load_kb
+    from kbdebug.render import fill_incident, render
+
+    try:
+        base = load_kb(kb)
+    except RuleFileError as exc:
+        _fail(str(exc))
+    rule = base.get(rule_id)
+    if rule is None:
+        _fail(f"no rule {rule_id!r}; see `kbdebug rules list`")
+    inc = Incident(rule=rule.id, title=rule.title, confidence=1.0, checks=rule.checks)
+    fill_incident(inc, rule)
+    sys.stdout.write(render([Diagnosis(source=str(base.sources.get(rule.id, "")), incidents=[inc])], fmt))
+
+
+@rules_app.command("lint")
+def rules_lint(directory: Path) -> None:
+    """Validate every rule file in DIRECTORY; one line per problem, exit 1 if any."""
+    from kbdebug.kb.loader import lint
+
+    problems = lint(directory)
+    for p in problems:
+        typer.echo(p)
+    if problems:
+        raise typer.Exit(1)
+    typer.echo(f"{directory}: all rule files valid")
+
+
+def main() -> None:
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Load and validate rule files; a broken file is reported with its path, field and problem."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kbdebug._resources import data_dir
+from kbdebug.kb.model import Rule
+
+
+class RuleFileError(ValueError):
+    """One line that names the file, the field and the problem."""
+
+
+@dataclass
+class KnowledgeBase:
+    rules: list[Rule] = field(default_factory=list)
+    sources: dict[str, Path] = field(default_factory=dict)
+
+    def get(self, rule_id: str) -> Rule | None:
+        for rule in self.rules:
+            if rule.id == rule_id:
+                return rule
+        return None
+
+
+def load_rule(path: Path) -> Rule:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(f"{path}: cannot read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleFileError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        return Rule.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(file)"
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise RuleFileError(f"{path}: field {where}: {err['msg']}{more}") from exc
+
+
+def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
+    dirs = [data_dir("knowledge")]
+    env = os.environ.get("KBDEBUG_KNOWLEDGE", "")
+    dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    dirs += list(extra or [])
+    return dirs
+
+
+def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
+    """Bundled rules, then KBDEBUG_KNOWLEDGE, then --kb dirs; a later rule replaces one with its id."""
+    kb = KnowledgeBase()
+    for directory in rule_dirs(extra):
+        if not directory.is_dir():
+            raise RuleFileError(f"{directory}: rule directory does not exist")
+        for path in sorted(directory.glob("*.toml")):
+            rule = load_rule(path)
+            old = kb.get(rule.id)
+            if old is not None:
+                kb.rules.remove(old)
+            kb.rules.append(rule)
+            kb.sources[rule.id] = path
+    return kb
+
+
+def lint(directory: Path) -> list[str]:
+    """Every problem in a rule directory, one line each (empty when all files are valid)."""
+    problems = []
+    paths = sorted(directory.glob("*.toml")) if directory.is_dir() else []
+    if not directory.is_dir():
+        problems.append(f"{directory}: rule directory does not exist")
+    seen: dict[str, Path] = {}
+    for path in paths:
+        try:
+            rule = load_rule(path)
+        except RuleFileError as exc:
+            problems.append(str(exc))
+            continue
+        if rule.id in seen:
+            problems.append(f"{path}: field id: {rule.id!r} already defined in {seen[rule.id]}")
+        seen[rule.id] = path
+    return problems

@@ -1,0 +1,32 @@
+"""Turn normalised lines into records: dispatch each line to the grammars that can read it,
+then assemble multi-line records (tracebacks, sanitizer reports, C++ error blocks).
+
+`parse_regions()` is the entry point; the per-format transformers live in `transform.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kbdebug.parse import transform as tf
+from kbdebug.records import Record
+from kbdebug.scan import Line, Region
+
+__all__ = ["parse_lines", "parse_regions", "parse_text"]
+
+
+def parse_regions(regions: Iterable[Region]) -> list[Record]:
+    records: list[Record] = []
+    for region in regions:
+        records.extend(parse_lines(region.lines))
+    return tf.group_asserts(records)
+
+
+def parse_lines(lines: list[Line]) -> list[Record]:
+    return tf.Assembler().run(lines)
+
+
+def parse_text(text: str) -> list[Record]:
+    from kbdebug.scan import scan_text
+
+    return parse_regions(scan_text(text))

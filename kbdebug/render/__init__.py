@@ -1,0 +1,111 @@
+"""Fill each rule's guide with the incident's facts and render diagnoses (text, markdown, json, html)."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from typing import Any
+
+import jinja2
+
+from kbdebug.diagnosis import Diagnosis, Incident
+from kbdebug.kb.loader import KnowledgeBase
+from kbdebug.kb.model import Rule
+
+FORMATS = ("text", "markdown", "json", "html")
+SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
+
+
+@cache
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("kbdebug", "render/templates"),
+        undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+    )
+    env.filters["md_inline"] = _md_inline
+    return env
+
+
+@cache
+def _fragment_env() -> jinja2.Environment:
+    return jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
+
+
+def _md_inline(text: str) -> str:
+    return re.sub(r"`([^`]+)`", r"\1", text)
+
+
+def fill_text(template: str, facts: dict[str, Any]) -> str:
+    try:
+        return _fragment_env().from_string(template).render(**facts).strip()
+    except jinja2.TemplateError as exc:  # a user rule with a broken template still renders something
+        return f"{template} (template error: {exc})"
+
+
+def _script(facts: dict[str, Any]) -> str:
+    frame = facts.get("innermost_user_frame") or ""
+    return frame.rsplit(":", 1)[0] if frame.endswith(tuple("0123456789")) and ".py" in frame else "train.py"
+
+
+def fill(diag: Diagnosis, kb: KnowledgeBase) -> Diagnosis:
+    for inc in diag.incidents:
+        rule = kb.get(inc.rule)
+        if rule is not None:
+            fill_incident(inc, rule)
+    return diag
+
+
+def fill_incident(inc: Incident, rule: Rule) -> None:
+    ctx = {"script": _script(inc.facts), **inc.facts}
+    for key, tmpl in rule.facts.items():
+        inc.facts.setdefault(key, fill_text(tmpl, ctx))
+    inc.guide = {key: fill_text(getattr(rule.guide, key), ctx) for key, _ in SECTIONS}
+    inc.commands = [fill_text(c, ctx) for c in rule.commands]
+    inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)
+
+
+def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False) -> str:
+    if fmt == "json":
+        objs = [d.to_json() for d in diags]
+        if len(objs) == 1:
+            return json.dumps(objs[0], indent=2, ensure_ascii=False) + "\n"
+        return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    template = _env().get_template(f"{fmt}.j2")
+    style = _Style(color)
+    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows)
+
+
+def _fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = []
+    for key, val in facts.items():
+        if val is None or val == "" or isinstance(val, bool):
+            continue
+        if isinstance(val, list):
+            val = "[" + ", ".join(str(v) for v in val) + "]"
+        rows.append((key, str(val)))
+    return rows
+
+
+class _Style:
+    """ANSI styling for the text format; plain strings when colour is off."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("1;31", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def cyan(self, text: str) -> str:
+        return self._wrap("36", text)

@@ -1,0 +1,328 @@
+"""Find the few regions of a huge log that can hold crash evidence, reading it as a stream.
+
+Real logs are gigabytes of progress bars with a few kilobytes of evidence. The scanner never
+holds the whole input: it reads fixed-size chunks, looks for a handful of byte needles with
+`bytes.find` (C speed), and keeps only a window of context around each hit. What comes out
+is a list of `Region`s, already normalised into `Line`s for the grammars.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, NamedTuple
+
+# Every evidence type contains at least one of these (see tests/test_scan.py): exception and
+# CUDA/cuBLAS/cuDNN error lines ("rror"), kernel asserts ("ssert"), sanitizer lines ("====="),
+# UserWarnings ("Warn") and NCCL watchdog lines ("NCCL").
+NEEDLES: tuple[bytes, ...] = (b"rror", b"ssert", b"=====", b"Warn", b"NCCL")
+CHUNK = 1 << 23
+BACK = 48 * 1024  # context kept before a hit: a traceback's frames precede its last line
+FWD = 16 * 1024  # context after a hit: DSA hints, C++ frames, sanitizer detail lines
+MAX_REGION = 4 << 20
+HEAD_CAP = 12 << 20  # evidence kept from the start and the end of a pathological log
+TAIL_CAP = 12 << 20
+MAX_LINE = 8192
+
+
+class Line(NamedTuple):
+    no: int
+    text: str
+    rank: int | None = None
+
+
+@dataclass
+class Region:
+    first_line: int
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass
+class _Raw:
+    start: int  # absolute byte offset
+    data: bytes
+    line: int  # 1-based line number of `start`
+
+
+class Scanner:
+    """Incremental region finder: `feed()` bytes as they arrive, `close()` for the regions."""
+
+    def __init__(self, back: int = BACK, fwd: int = FWD) -> None:
+        self.back, self.fwd = back, fwd
+        self._buf = b""
+        self._base = 0  # absolute offset of _buf[0]
+        self._searched = 0  # absolute offset up to which needles were searched
+        self._open: list[int] | None = None  # [start, end) of the region being collected
+        self._line_pos = 0  # absolute offset whose line number is _line_no
+        self._line_no = 1
+        self._head: list[_Raw] = []
+        self._head_bytes = 0
+        self._tail: deque[_Raw] = deque()
+        self._tail_bytes = 0
+        self._emitted_to = 0  # a new region never re-reads bytes of an emitted one
+        self.dropped_bytes = 0
+        self.total_bytes = 0
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.total_bytes += len(data)
+        buf = self._buf + data if self._buf else data
+        base = self._base
+        # only complete lines are searched, so a needle split over two reads is still found
+        cut = buf.rfind(b"\n") + 1
+        limit = base + cut
+        if limit > self._searched:
+            self._search(buf, base, self._searched - base, cut)
+            self._searched = limit
+        if self._open and self._open[1] <= limit:
+            self._emit(buf, base)
+        keep_from = max(limit - self.back, base)
+        if self._open:
+            keep_from = min(keep_from, self._open[0])
+        keep_from = min(keep_from, limit)
+        self._count_lines(buf, base, keep_from)
+        self._buf = buf[keep_from - base:]
+        self._base = keep_from
+
+    def close(self) -> list[Region]:
+        buf, base = self._buf, self._base
+        if self._searched < base + len(buf):
+            self._search(buf, base, self._searched - base, len(buf))
+            self._searched = base + len(buf)
+        if self._open:
+            self._open[1] = min(self._open[1], base + len(buf))
+            self._emit(buf, base)
+        raws = self._head + list(self._tail)
+        return [_normalise(r) for r in raws]
+
+    # -- internals -------------------------------------------------------------------------
+    def _search(self, buf: bytes, base: int, lo: int, hi: int) -> None:
+        lo = max(lo, 0)
+        hits: list[int] = []
+        for needle in NEEDLES:
+            i = buf.find(needle, lo, hi)
+            while i != -1:
+                hits.append(i)
+                # skip the rest of the line: one hit per line is enough
+                nl = buf.find(b"\n", i, hi)
+                if nl == -1:
+                    break
+                i = buf.find(needle, nl, hi)
+        if not hits:
+            return
+        hits.sort()
+        for i in hits:
+            ls = buf.rfind(b"\n", 0, i) + 1
+            le = buf.find(b"\n", i)
+            le = len(buf) if le == -1 else le + 1
+            start = max(base + ls - self.back, base, self._emitted_to)
+            stop = base + le + self.fwd
+            if self._open and start <= self._open[1] and stop - self._open[0] <= MAX_REGION:
+                self._open[1] = max(self._open[1], stop)
+                continue
+            if self._open:
+                self._open[1] = min(self._open[1], base + ls)
+                self._emit(buf, base)
+            self._open = [start, stop]
+
+    def _emit(self, buf: bytes, base: int) -> None:
+        assert self._open is not None
+        start, stop = self._open
+        self._open = None
+        start = max(start, base)
+        stop = min(stop, base + len(buf))
+        if stop <= start:
+            return
+        # align to line starts so no region begins mid-line
+        rel = start - base
+        if rel > 0 and buf[rel - 1 : rel] != b"\n":
+            nl = buf.find(b"\n", rel, stop - base)
+            rel = stop - base if nl == -1 else nl + 1
+        data = buf[rel : stop - base]
+        if not data:
+            return
+        self._count_lines(buf, base, base + rel)
+        raw = _Raw(base + rel, data, self._line_no)
+        self._emitted_to = stop
+        self._store(raw)
+
+    def _count_lines(self, buf: bytes, base: int, upto: int) -> None:
+        if upto > self._line_pos:
+            self._line_no += buf.count(b"\n", self._line_pos - base, upto - base)
+            self._line_pos = upto
+
+    def _store(self, raw: _Raw) -> None:
+        if self._head_bytes < HEAD_CAP:
+            self._head.append(raw)
+            self._head_bytes += len(raw.data)
+            return
+        self._tail.append(raw)
+        self._tail_bytes += len(raw.data)
+        while self._tail_bytes > TAIL_CAP and len(self._tail) > 1:
+            old = self._tail.popleft()
+            self._tail_bytes -= len(old.data)
+            self.dropped_bytes += len(old.data)
+
+
+def scan_stream(stream: BinaryIO, chunk: int = CHUNK) -> list[Region]:
+    scanner = Scanner()
+    while True:
+        data = stream.read(chunk)
+        if not data:
+            break
+        scanner.feed(data)
+    return scanner.close()
+
+
+def scan_bytes(data: bytes) -> list[Region]:
+    scanner = Scanner()
+    for i in range(0, len(data), CHUNK):
+        scanner.feed(data[i : i + CHUNK])
+    return scanner.close()
+
+
+def scan_text(text: str) -> list[Region]:
+    return scan_bytes(text.encode("utf-8", "surrogatepass"))
+
+
+# -- normalisation ---------------------------------------------------------------------------
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_PREFIXES = [
+    # (pattern, group holding a rank or None)
+    (re.compile(r"^\[rank(\d+)\]:\s?"), 1),
+    (re.compile(r"^\[default(\d+)\]:\s?"), 1),
+    (re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)? ?pid=\d+(?:, ip=[\d.]+)?\)\s"), None),
+    (re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?"), None),
+    (re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?[^\]]*\]\s*"), None),
+    (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"), None),
+    (re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"), None),
+    (re.compile(r"^(\d{1,4}): (?=\S)"), 1),
+    (re.compile(r"^>\s?"), None),
+]
+_GLUE = re.compile(
+    r"(?<=\S)(?=Traceback \(most recent call last\):)"
+    r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
+    r"|(?<=` failed\.)(?=\S)"
+    r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
+    r"|(?<=\S)(?=\[rank\d+\]:)"
+)
+_BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
+_RECORD_START = re.compile(
+    r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
+    r"|\w+(?:\.\w+)*(?:Error|Exception|Warning):)|.*Traceback \(most recent call last\)"
+)
+_RULE_LINE = re.compile(r"^[-=_*#~\s]+$")
+
+
+def _normalise(raw: _Raw) -> Region:
+    text = raw.data.decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = text.replace("\r\n", "\n")
+    region = Region(first_line=raw.line)
+    physical = text.split("\n")
+    if physical and physical[-1] == "":
+        physical.pop()
+    lines: list[Line] = []
+    for offset, phys in enumerate(physical):
+        no = raw.line + offset
+        for seg in phys.split("\r"):
+            seg = _clean(seg)
+            if not seg.strip():
+                continue
+            for line in _split_prefixed(seg, no):
+                lines.append(line)
+    region.lines = _rejoin_wrapped(lines)
+    return region
+
+
+def _clean(seg: str) -> str:
+    if len(seg) > MAX_LINE:
+        seg = seg[:MAX_LINE]
+    if "**" in seg:
+        seg = _BOLD.sub(r"\1", seg)
+    if _CTRL.search(seg):
+        seg = _CTRL.sub("", seg)
+    stripped = seg.strip()
+    if stripped.startswith("```"):
+        seg = stripped.strip("`")
+    return seg
+
+
+def _strip_prefixes(seg: str) -> tuple[str, int | None]:
+    rank = None
+    for _ in range(6):
+        for pattern, group in _PREFIXES:
+            m = pattern.match(seg)
+            if m and m.end() < len(seg):
+                if group is not None and rank is None:
+                    rank = int(m.group(group))
+                seg = seg[m.end() :]
+                break
+        else:
+            break
+    return seg, rank
+
+
+def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
+    seg, rank = _strip_prefixes(seg)
+    parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
+    for i, part in enumerate(parts):
+        if not part.strip():
+            continue
+        if i:
+            part, r2 = _strip_prefixes(part)
+            yield Line(no, part, r2 if r2 is not None else rank)
+        else:
+            yield Line(no, part, rank)
+
+
+def _rejoin_wrapped(lines: list[Line]) -> list[Line]:
+    """Undo hard wrapping at a fixed console width (Windows consoles, pasted terminals).
+
+    A line is taken as wrapped when its length is one that at least two long lines share and
+    the next line does not look like a line of its own: Windows' 80 columns cut anywhere, other
+    widths only where the continuation starts without indentation and differs from the line.
+    """
+    counts: dict[int, int] = {}
+    for ln in lines:
+        if len(ln.text) >= 60:
+            counts[len(ln.text)] = counts.get(len(ln.text), 0) + 1
+    widths = {w for w, c in counts.items() if c >= 2 and w <= 400}
+    if not widths:
+        return lines
+    out: list[Line] = []
+    i = 0
+    while i < len(lines):
+        cur = lines[i]
+        text, last_no = cur.text, cur.no
+        while (
+            len(lines[i].text) in widths
+            and i + 1 < len(lines)
+            and lines[i + 1].no in (last_no, last_no + 1)
+            and _continues(lines[i].text, lines[i + 1], len(lines[i].text))
+        ):
+            i += 1
+            text += lines[i].text
+            last_no = lines[i].no
+        out.append(Line(cur.no, text, cur.rank))
+        i += 1
+    return out
+
+
+def _continues(text: str, nxt: Line, width: int) -> bool:
+    follow = nxt.text
+    if _RECORD_START.match(follow) or _RULE_LINE.match(text) or follow[:12] == text[:12]:
+        return False
+    if width == 80:
+        return True
+    return not follow[:1].isspace()
+
+
+def iter_lines(regions: Iterable[Region]) -> Iterator[Line]:
+    for region in regions:
+        yield from region.lines
