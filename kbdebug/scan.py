@@ -83,6 +83,8 @@ class Scanner:
         if self._open:
             keep_from = min(keep_from, self._open[0])
         keep_from = min(keep_from, limit)
+        # keep the buffer starting at a line start, so no region can begin mid-line
+        keep_from = base + buf.rfind(b"\n", 0, keep_from - base) + 1 if keep_from > base else base
         self._count_lines(buf, base, keep_from)
         self._buf = buf[keep_from - base:]
         self._base = keep_from

@@ -1,0 +1,149 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import ROOT, run_cli
+from kbdebug.api import diagnose_text
+from kbdebug.parse import parse_text
+from kbdebug.scan import scan_bytes
+
+EXAMPLE = ROOT / "examples" / "segmentation_crash.log"
+
+
+def test_explain_json_contract() -> None:
+    proc = run_cli("explain", "--format", "json", str(EXAMPLE))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    inc = out["incidents"][0]
+    assert out["source"].endswith("segmentation_crash.log")
+    assert inc["rule"] == "nll_target_out_of_range" and 0 < inc["confidence"] <= 1
+    assert inc["facts"]["kernel_file"] == "NLLLoss2d.cu" and inc["facts"]["first_thread"] == [96, 0, 0]
+    assert inc["facts"]["innermost_user_frame"] == "/home/user/seg/train.py:151"
+    assert inc["records"] and inc["fix"] and "class_targets" in inc["checks"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html", "json"])
+def test_every_format_renders(fmt: str) -> None:
+    proc = run_cli("explain", "--format", fmt, str(EXAMPLE))
+    assert proc.returncode == 0 and "NLLLoss2d.cu" in proc.stdout.decode()
+    assert b"\x1b[" not in proc.stdout  # not a TTY: no colour
+    if fmt == "html":
+        assert proc.stdout.startswith(b"<!DOCTYPE html>") and b"<script" not in proc.stdout
+
+
+def test_exit_codes_and_one_line_errors(tmp_path: Path) -> None:
+    clean = tmp_path / "clean.log"
+    clean.write_text("epoch 1 loss 0.2\nepoch 2 loss 0.1\n")
+    assert run_cli("explain", str(clean)).returncode == 1
+    for args in (["explain", str(tmp_path / "missing.log")], ["explain", str(tmp_path)],
+                 ["explain", "--format", "yaml", str(clean)]):
+        proc = run_cli(*args)
+        assert proc.returncode == 2
+        assert proc.stderr.decode().count("\n") == 1 and b"Traceback" not in proc.stderr
+
+
+def test_binary_and_broken_input_never_traceback(tmp_path: Path) -> None:
+    blob = tmp_path / "blob.log"
+    blob.write_bytes(bytes(range(256)) * 500 + b"\xff\xfeRuntimeError: CUDA error: misaligned address\r\n\x00")
+    proc = run_cli("explain", "--format", "json", str(blob))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["incidents"][0]["rule"] == "misaligned_address"
+    assert b"Traceback" not in proc.stderr
+
+
+def test_broken_rule_dir_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "x.toml").write_text("id = 3")
+    proc = run_cli("explain", "--kb", str(tmp_path), str(EXAMPLE))
+    assert proc.returncode == 2 and b"x.toml" in proc.stderr and proc.stderr.count(b"\n") == 1
+
+
+def test_pipe_passes_lines_through_before_input_ends() -> None:
+    writer = ("import sys, time\n"
+              "print('step 1', flush=True)\n"
+              "time.sleep(2.0)\n"
+              "print('IndexError: Target 14 is out of bounds.', flush=True)\n")
+    child = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE)
+    kb = subprocess.Popen([sys.executable, "-m", "kbdebug", "explain", "-"], stdin=child.stdout,
+                          stdout=subprocess.PIPE, cwd=ROOT)
+    start = time.monotonic()
+    first = kb.stdout.readline()
+    assert first == b"step 1\n" and time.monotonic() - start < 1.9
+    rest = kb.stdout.read()
+    assert kb.wait(timeout=60) == 0 and b"nll_target_out_of_range" in rest
+    assert b"IndexError: Target 14 is out of bounds.\n" in rest
+
+
+def test_quiet_pipe_prints_only_the_diagnosis() -> None:
+    proc = run_cli("explain", "-q", "--format", "json", "-", stdin=EXAMPLE.read_bytes())
+    assert json.loads(proc.stdout)["incidents"][0]["rule"] == "nll_target_out_of_range"
+
+
+def test_rules_commands(tmp_path: Path) -> None:
+    listing = run_cli("rules", "list").stdout.decode()
+    assert "scatter_gather_index_oob" in listing and len(listing.splitlines()) == 32
+    shown = run_cli("rules", "show", "embedding_index_oob").stdout.decode()
+    assert "What it means" in shown and "How to fix" in shown
+    assert run_cli("rules", "lint", str(ROOT / "knowledge")).returncode == 0
+    (tmp_path / "bad.toml").write_text("title = 1")
+    assert run_cli("rules", "lint", str(tmp_path)).returncode == 1
+
+
+def test_parse_command_prints_records() -> None:
+    proc = run_cli("parse", "--format", "json", str(EXAMPLE))
+    kinds = [r["kind"] for r in json.loads(proc.stdout)]
+    assert "kernel_assert" in kinds and "exception" in kinds and "cuda_error" in kinds
+
+
+def test_explain_never_imports_torch() -> None:
+    code = ("import sys; from kbdebug.cli import main; sys.argv=['kbdebug','explain','-q',%r]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules, 'torch imported'" % str(EXAMPLE))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=3000))
+def test_random_bytes_never_raise(data: bytes) -> None:
+    regions = scan_bytes(data)
+    assert isinstance(regions, list)
+    diagnose_text(data.decode("utf-8", "replace"))
+
+
+ALPHABET = st.sampled_from(list("abcXYZ0129 :,.[]()`'\"=\n\r\t\x1b_-/\\") + [
+    "Assertion `", "` failed.", "block: [", "thread: [", "=========", "RuntimeError: ", "CUDA error: ",
+    "Traceback (most recent call last):\n", '  File "a.py", line 3, in f\n', "Tried to allocate ", "NCCL",
+    "Warning", "frame #0: ", "terminate called after throwing an instance of '", "GiB", "torch.Size([",
+])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(ALPHABET, max_size=200).map("".join))
+def test_random_log_like_text_never_raises(text: str) -> None:
+    diagnose_text(text)
+    parse_text(text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_mutated_example_never_raises(data: st.DataObject) -> None:
+    raw = bytearray(EXAMPLE.read_bytes())
+    for _ in range(data.draw(st.integers(1, 20))):
+        pos = data.draw(st.integers(0, len(raw) - 1))
+        op = data.draw(st.sampled_from(["flip", "cut", "dup"]))
+        if op == "flip":
+            raw[pos] = data.draw(st.integers(0, 255))
+        elif op == "cut":
+            del raw[pos:pos + data.draw(st.integers(1, 40))]
+        else:
+            raw[pos:pos] = raw[pos:pos + 30]
+        if not raw:
+            break
+    diagnose_text(bytes(raw).decode("utf-8", "replace"))

@@ -1,0 +1,149 @@
+"""Rules, root-cause ordering and facts, on fixtures written for these tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kbdebug.api import diagnose_text
+from kbdebug.kb import RuleFileError, load_kb
+from kbdebug.kb.loader import lint
+
+ROOT = Path(__file__).resolve().parent.parent
+TB = 'Traceback (most recent call last):\n  File "/home/u/train.py", line 42, in <module>\n    loss = crit(out, y)\n'
+
+RULE_FIXTURES = {
+    "index_out_of_bounds": "/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93: operator(): block: [3,0,0], thread: [5,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.\n",
+    "scatter_gather_index_oob": "../aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [1,0,0], thread: [2,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.\n",
+    "embedding_index_oob": "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1553: indexSelectLargeIndex: block: [9,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n",
+    "nll_target_out_of_range": TB + "IndexError: Target 14 is out of bounds.\n",
+    "bce_input_out_of_range": TB + "RuntimeError: all elements of input should be between 0 and 1\n",
+    "invalid_probability": "../aten/src/ATen/native/cuda/MultinomialKernel.cu:112: binarySearchForMultinomial: block: [1,0,0], thread: [0,0,0] Assertion `cumdist[size - 1] > static_cast<scalar_t>(0)` failed.\n",
+    "other_device_assert": "/x/aten/src/ATen/native/cuda/MaxUnpooling.cu:47: max_unpooling2d_forward_kernel: block: [0,0,0], thread: [1,0,0] Assertion `maxind >= 0 && maxind < outputImageSize` failed.\n",
+    "async_error_unlocalized": TB + "RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n",
+    "channel_onehot_mismatch": TB + "AssertionError: ground truth has different shape (torch.Size([4, 1, 96, 96, 96])) from input (torch.Size([4, 14, 96, 96, 96]))\n",
+    "broadcast_shape_mismatch": TB + "RuntimeError: The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1\n",
+    "matmul_shape_mismatch": TB + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)\n",
+    "conv_channel_mismatch": TB + "RuntimeError: Given groups=1, weight of size [64, 3, 7, 7], expected input[1, 1, 224, 224] to have 3 channels, but got 1 channels instead\n",
+    "batch_size_mismatch": TB + "ValueError: Expected input batch_size (32) to match target batch_size (64).\n",
+    "target_shape_mismatch": TB + "RuntimeError: only batches of spatial targets supported (3D tensors) but got targets of size: : [4, 1, 96, 96]\n",
+    "cuda_oom": TB + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 1.02 GiB is free.\n",
+    "illegal_memory_access": TB + "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+    "misaligned_address": TB + "RuntimeError: CUDA error: misaligned address\n",
+    "launch_failure": TB + "RuntimeError: CUDA error: invalid configuration argument\n",
+    "cublas_failure": TB + "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate(handle)`\n",
+    "cudnn_failure": TB + "RuntimeError: cuDNN error: CUDNN_STATUS_MAPPING_ERROR\n",
+    "no_kernel_image": TB + "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device\n",
+    "device_mismatch": TB + "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n",
+    "invalid_device": TB + "RuntimeError: CUDA error: invalid device ordinal\n",
+    "driver_error": TB + "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU\n",
+    "nccl_error": "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=BROADCAST, Timeout(ms)=600000) ran for 600213 milliseconds before timing out.\n",
+    "deterministic_unsupported": TB + "RuntimeError: scatter_add_cuda_kernel does not have a deterministic implementation, but you set 'torch.use_deterministic_algorithms(True)'.\n",
+    "nan_inf_detected": TB + "RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th output.\n",
+    "sanitizer_memcheck": "========= Invalid __global__ write of size 4 bytes\n=========     at k(int*)+0x70 in a.cu:12\n=========     by thread (3,0,0) in block (1,0,0)\n=========     Address 0x7f00 is out of bounds\n",
+    "sanitizer_racecheck": "========= Error: Race reported between Write access at k()+0x90 in r.cu:41\n=========     and Read access at k()+0x100 in r.cu:51 [508 hazards]\n",
+    "sanitizer_initcheck": "========= Uninitialized __global__ memory read of size 4 bytes\n=========     at v(int *)+0x70 in m.cu:41\n=========     by thread (31,0,0) in block (1,0,0)\n",
+    "sanitizer_synccheck": "========= Barrier error detected. Divergent thread(s) in warp\n=========     at D(int *, int)+0xf0 in divergence.cu:79\n=========     by thread (37,0,0) in block (0,0,0)\n",
+    "other": TB + "KeyError: 'image'\n",
+}
+
+
+def rule_ids() -> set[str]:
+    text = (ROOT.parent / "shared" / "rule-ids.md").read_text() if (ROOT.parent / "shared").is_dir() else ""
+    return set(re.findall(r"^\| ([a-z_]+) \| ", text.split("## JSON")[0], re.M)) - {"rule"}
+
+
+def test_knowledge_base_covers_every_rule_id() -> None:
+    ids = rule_ids() or set(RULE_FIXTURES)
+    assert {r.id for r in load_kb().rules} == ids == set(RULE_FIXTURES)
+
+
+@pytest.mark.parametrize(("rule", "log"), sorted(RULE_FIXTURES.items()))
+def test_rule_matches_its_fixture(rule: str, log: str) -> None:
+    diag = diagnose_text(log)
+    assert diag.root is not None and diag.root.rule == rule
+    guide = diag.root.guide
+    assert set(guide) == {"what", "why", "confirm", "fix"} and all(len(v) > 20 for v in guide.values())
+    assert "template error" not in diag.root.fix
+
+
+def test_facts_from_an_assert_and_its_async_error() -> None:
+    log = RULE_FIXTURES["scatter_gather_index_oob"] * 3 + RULE_FIXTURES["async_error_unlocalized"]
+    diag = diagnose_text(log)
+    assert [i.rule for i in diag.incidents] == ["scatter_gather_index_oob"]
+    f = diag.root.facts
+    assert (f["kernel_file"], f["kernel_line"], f["first_block"], f["first_thread"]) == ("ScatterGatherKernel.cu", 365, [1, 0, 0], [2, 0, 0])
+    assert f["error_type"] == "RuntimeError" and f["innermost_user_frame"] == "/home/u/train.py:42"
+    assert diag.root.consequences[0].rule == "async_error_unlocalized"
+    assert "ScatterGatherKernel.cu:365" in diag.root.guide["what"]
+
+
+def test_async_error_after_the_traceback_still_folds_into_the_assert() -> None:
+    log = RULE_FIXTURES["async_error_unlocalized"] + RULE_FIXTURES["embedding_index_oob"]
+    assert [i.rule for i in diagnose_text(log).incidents] == ["embedding_index_oob"]
+
+
+def test_sticky_cublas_error_after_an_assert_is_a_consequence() -> None:
+    log = RULE_FIXTURES["nll_target_out_of_range"].split(TB)[0] + RULE_FIXTURES["embedding_index_oob"] + RULE_FIXTURES["cublas_failure"]
+    diag = diagnose_text(log)
+    assert diag.root.rule == "embedding_index_oob"
+    assert "cublas_failure" in [c.rule for c in diag.root.consequences]
+
+
+def test_first_sanitizer_report_outranks_the_launch_failure() -> None:
+    log = RULE_FIXTURES["sanitizer_memcheck"] + (
+        '========= Program hit cudaErrorLaunchFailure (error 719) due to "unspecified launch failure" on CUDA API call to cudaStreamSynchronize.\n'
+        "RuntimeError: CUDA error: unspecified launch failure\n")
+    diag = diagnose_text(log)
+    assert [i.rule for i in diag.incidents] == ["sanitizer_memcheck"]
+    assert diag.root.facts["kernel_file"] == "a.cu" and diag.root.facts["first_thread"] == [3, 0, 0]
+
+
+def test_failing_rank_is_root_and_nccl_timeouts_are_consequences() -> None:
+    log = (RULE_FIXTURES["nccl_error"].replace("Rank 1", "Rank 0").replace("rank1", "rank0")
+           + "[rank3]: " + RULE_FIXTURES["cuda_oom"].replace("\n", "\n[rank3]: ").rstrip("[rank3]: ")
+           + "\n" + RULE_FIXTURES["nccl_error"])
+    diag = diagnose_text(log)
+    assert diag.root.rule == "cuda_oom" and diag.root.facts["rank"] == 3
+    assert {c.rule for c in diag.root.consequences} == {"nccl_error"}
+
+
+def test_illegal_memory_access_is_root_over_cudnn_fallout() -> None:
+    log = ("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR\nterminate called after throwing an instance of 'c10::Error'\n"
+           "  what():  CUDA error: an illegal memory access was encountered (insert_events at /x/c10/cuda/CUDACachingAllocator.cpp:771)\n")
+    diag = diagnose_text(log)
+    assert diag.root.rule == "illegal_memory_access" and diag.root.facts["error_type"] == "c10::Error"
+
+
+def test_confidence_reflects_evidence() -> None:
+    alone = diagnose_text(RULE_FIXTURES["async_error_unlocalized"]).root.confidence
+    assert diagnose_text(RULE_FIXTURES["scatter_gather_index_oob"]).root.confidence > alone
+    assert diagnose_text(RULE_FIXTURES["other"]).root.confidence < 0.5
+
+
+def test_no_error_gives_no_incident() -> None:
+    assert diagnose_text("Epoch 1 loss=0.3\nall good\nUserWarning: something minor\n").incidents == []
+
+
+def test_broken_rule_file_names_file_and_field(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('id = "x"\ntitle = "title"\n[[match]]\nkind = "nonsense"\n[guide]\nwhat="0123456789a"\nwhy="0123456789a"\nconfirm="0123456789a"\nfix="0123456789a"\n')
+    with pytest.raises(RuleFileError, match=r"bad\.toml: field match\.0\.kind"):
+        load_kb([tmp_path])
+    (tmp_path / "bad.toml").write_text("id = [")
+    with pytest.raises(RuleFileError, match="not valid TOML"):
+        load_kb([tmp_path])
+    assert lint(tmp_path) and lint(ROOT / "knowledge") == []
+
+
+def test_user_rule_directory_adds_and_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mine.toml").write_text(
+        'id = "dataloader_worker_died"\ntitle = "DataLoader worker died"\npriority = 60\n'
+        '[[match]]\nkind = "exception"\nfields = { message = "DataLoader worker .* exited unexpectedly" }\n'
+        '[guide]\nwhat = "worker died: {{ error_message }}"\nwhy = "shared memory too small"\nconfirm = "run with num_workers=0"\nfix = "raise --shm-size"\n')
+    log = TB + "RuntimeError: DataLoader worker (pid(s) 123) exited unexpectedly\n"
+    assert diagnose_text(log).root.rule == "other"
+    assert diagnose_text(log, kb_dirs=[tmp_path]).root.rule == "dataloader_worker_died"
+    monkeypatch.setenv("KBDEBUG_KNOWLEDGE", str(tmp_path))
+    assert diagnose_text(log).root.rule == "dataloader_worker_died"

@@ -1,0 +1,157 @@
+"""One or more lines per alternative of each grammar's `start` rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbdebug.parse.grammar import GRAMMARS, first_alt, parse
+
+CASES = [
+    ("kernel_assert", "assert_line", '../aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [142,0,0], thread: [40,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.'),
+    ("kernel_assert", "assert_line", "C:\\actions-runner\\_work\\pytorch\\NLLLoss2d.cu:106: block: [4,0,0], thread: [580,0,0] Assertion `t >= 0 && t < n_classes` failed."),
+    ("kernel_assert", "assert_line", "/x/IndexKernel.cu:53: lambda [](int)->auto::operator()(int)->auto: block: [502,0,0], thread: [2,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && \"index out of bounds\"` failed."),
+    ("kernel_assert", "assert_line", "/x/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed."),
+    ("kernel_assert", "assert_line", "unknown:0: unknown: block: [0,0,0], thread: [0,0,0] Assertion `index out of bounds: 0 <= tmp4 < 50257` failed."),
+    ("kernel_assert", "assert_line", "/x/Indexing.cu:362: void indexSelectLargeIndex(TensorInfo<T, IndexType>, long) [with T = float, IndexType = unsigned int]: block: [123,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed."),
+    ("kernel_assert", "assert_line", "/x/Loss.cu：242：nll_loss_forward_reduce_cuda_kernel_2d：block：[0，0，0]，thread：[5，0，0] Assertion `t >= 0 && t < n_classes` failed."),
+    ("kernel_assert", "assert_line", "/pytorch/c10/core/DynamicCast.h:112: fetch_and_cast: block: [0,0,0], thread: [0,0,0] Assertion `false` failed."),
+    ("kernel_assert", "printf_line", "[CUDA_KERNEL_ASSERT] /x/IndexKernelUtils.cu:30: vectorized_gather_kernel: block: [1,0,0], thread: [2,0,0]: Assertion failed: `ind >=0 && ind < ind_dim_size`: Expected 0 <= index < ind_dim_size(10), but got index = 12"),
+    ("traceback", "header", "Traceback (most recent call last):"),
+    ("traceback", "frame", '  File "train.py", line 172, in train'),
+    ("traceback", "exception", "RuntimeError: CUDA error: device-side assert triggered"),
+    ("traceback", "exception", "torch.OutOfMemoryError: CUDA out of memory."),
+    ("traceback", "exception", "KeyboardInterrupt"),
+    ("traceback", "warning", "C:\\x\\torch\\cuda\\__init__.py:209: UserWarning:"),
+    ("traceback", "caret", "    ^^^^^^^^^^^^"),
+    ("traceback", "ipython_frame", "~/miniconda3/lib/python3.7/site-packages/torch/nn/modules/conv.py in forward(self, input)"),
+    ("traceback", "ipython_arrow", "--> 308                         self.padding, self.dilation, self.groups)"),
+    ("traceback", "chain", "During handling of the above exception, another exception occurred:"),
+    ("traceback", "chain", "The above exception was the direct cause of the following exception:"),
+    ("cuda_error", "cuda_error", "RuntimeError: CUDA error: device-side assert triggered"),
+    ("cuda_error", "legacy", "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THCUNN/generic/ClassNLLCriterion.cu:116"),
+    ("cuda_error", "thc", "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCTensorCopy.cu line=84 error=74 : misaligned address"),
+    ("cuda_error", "app_error", "d:\\projects\\runnerGPU.cc: 70: cuda error 4: unspecified launch failure"),
+    ("cuda_error", "search_hint", "Search for `cudaErrorAssert' in https://docs.nvidia.com/x.html for more information."),
+    ("cuda_error", "async_hint", "CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect."),
+    ("cuda_error", "blocking_hint", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1."),
+    ("cuda_error", "dsa_hint", "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."),
+    ("cuda_error", "cuda_error", "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa)`"),
+    ("cuda_error", "cudnn", "RuntimeError: CuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."),
+    ("cuda_error", "terminate", "terminate called after throwing an instance of 'c10::Error'"),
+    ("cuda_error", "what", "what():  CUDA error: an illegal memory access was encountered"),
+    ("cuda_error", "raised_from", "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call first):"),
+    ("cuda_error", "cpp_frame", "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in /x/libc10.so)"),
+    ("sanitizer", "banner", "COMPUTE-SANITIZER"),
+    ("sanitizer", "invalid_access", "Invalid __global__ read of size 4"),
+    ("sanitizer", "invalid_access", "Invalid __shared__ write of size 16 bytes"),
+    ("sanitizer", "at", "    at 0x00000ae8 in d:\\x/synapseKrnl.cc:148:learnSynapsesPost(float)"),
+    ("sanitizer", "by_thread", "    by thread (103,0,0) in block (7,0,0)"),
+    ("sanitizer", "address", "    Address 0x60052b338 is out of bounds"),
+    ("sanitizer", "address", "    Access to 0x147267fff80 is out of bounds"),
+    ("sanitizer", "allocation", "    and is 1,241,911,296 bytes before the nearest allocation at 0x7639e0000000 of size 5,033,164,800 bytes"),
+    ("sanitizer", "saved_backtrace", "    Saved host backtrace up to driver entry point at kernel launch time"),
+    ("sanitizer", "host_frame", "        Host Frame:  [0x93c3fa] in libcusparse.so.12"),
+    ("sanitizer", "module_line", "               in /usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+    ("sanitizer", "api_error", 'Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to cuPointerGetAttribute. '),
+    ("sanitizer", "race", "WARN: Race reported between Write access at 0x0002f6e0 in _ZN4raft"),
+    ("sanitizer", "race", "Error: Race reported between Write access at cudf::x(unsigned int)+0xd790 in delta_binary.cuh:324"),
+    ("sanitizer", "and_access", "    and Read access at 0x000302c0 in _ZN4raft [4 hazards]"),
+    ("sanitizer", "hazard", "ERROR: Potential WAW hazard detected at __shared__ 0x0 in block (0,0,0) :"),
+    ("sanitizer", "hazard", "WARN:(Warp Level Programming) Potential RAW hazard detected at __shared__ 0xf4 in block (0, 0, 0) :"),
+    ("sanitizer", "hazard_access", "    Write Thread (24, 0, 0) at 0x00001ab0 in f.cu:12:kern"),
+    ("sanitizer", "current_value", "    Current Value : 1, Incoming Value : 2"),
+    ("sanitizer", "uninitialized", "Uninitialized __global__ memory read of size 4"),
+    ("sanitizer", "host_api", "Host API memory access error at host access to 0x7f7fcdc01200 of size 400 bytes"),
+    ("sanitizer", "uninit_access", "    Uninitialized access at 0x7f7fcdc01300 on access by cudaMemcpy source"),
+    ("sanitizer", "unused", " Unused memory in allocation 0x7fed9f400000 of size 100 bytes"),
+    ("sanitizer", "barrier", "Barrier error detected. Missing wait."),
+    ("sanitizer", "barrier_location", "    Barrier is located at shared address 0x20410"),
+    ("sanitizer", "wgmma", "Warpgroup MMA sequence error detected"),
+    ("sanitizer", "device_frame", "    Device Frame:__cuda_sm70_warpsync (__cuda_sm70_warpsync : 0x30)"),
+    ("sanitizer", "malloc_free", "Malloc/Free error encountered : Double free"),
+    ("sanitizer", "leaked", "Leaked 1,024 bytes at 0x7f00 on the device heap"),
+    ("sanitizer", "error_summary", "ERROR SUMMARY: 2 errors"),
+    ("sanitizer", "leak_summary", "LEAK SUMMARY: 1024 bytes leaked in 1 allocations"),
+    ("sanitizer", "race_summary", "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"),
+    ("sanitizer", "internal", "Internal Sanitizer Error: The Sanitizer encountered an error while launching k"),
+    ("distributed", "watchdog", "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out."),
+    ("distributed", "watchdog", "[E122 07:39:51.324142902 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 0] Process group watchdog thread terminated with exception: CUDA error: x"),
+    ("distributed", "nccl_error", "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error"),
+    ("distributed", "table_field", "  rank      : 3 (local_rank: 3)"),
+    ("distributed", "table_head", "Root Cause (first observed failure):"),
+]
+
+MESSAGES = {
+    "broadcast": "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1",
+    "matmul": "mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)",
+    "matmul_fake": "a and b must have same reduction dim, but got [64, 512] X [256, 10].",
+    "matmul_old": "size mismatch, m1: [64 x 512], m2: [256 x 10]",
+    "conv": "Given groups=1, weight of size [64, 3, 7, 7], expected input[1, 1, 224, 224] to have 3 channels, but got 1 channels instead",
+    "batch_size": "Expected input batch_size (32) to match target batch_size (64).",
+    "spatial_target": "only batches of spatial targets supported (3D tensors) but got targets of size: : [4, 1, 96, 96, 96]",
+    "spatial_input": "only batches of spatial inputs supported (4D tensors), but got input of size: [4, 96, 96]",
+    "multi_target": "0D or 1D target tensor expected, multi-target not supported",
+    "target_size": "Target size (torch.Size([16])) must be the same as input size (torch.Size([16, 1]))",
+    "target_size_warn": "Using a target size (torch.Size([16])) that is different to the input size (torch.Size([16, 1])) is deprecated.",
+    "scalar_type": "expected scalar type Long but found Float",
+    "scalar_type_old": "Expected object of scalar type Long but got scalar type Float for argument #2 'target'",
+    "not_implemented": "\"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Float'",
+    "target_oob": "Target 14 is out of bounds.",
+    "bce_range": "all elements of input should be between 0 and 1",
+    "one_hot": "Class values must be smaller than num_classes.",
+    "index_range": "index out of range in self",
+    "index_oob": "index 5 is out of bounds for dimension 0 with size 3",
+    "device_mismatch": "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+    "device_mismatch_new": "Expected all tensors to be on the same device, but got index is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)",
+    "input_weight_type": "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+    "invalid_device": "invalid device ordinal",
+    "driver": "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU",
+    "deterministic": "upsample_linear1d_backward_out_cuda does not have a deterministic implementation, but you set 'torch.use_deterministic_algorithms(True)'. You can",
+    "cublas_workspace": "Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or",
+    "anomaly_nan": "Function 'LogSoftmaxBackward0' returned nan values in its 0th output.",
+    "loss_nan": "loss is nan, stopping training",
+    "multinomial": "probability tensor contains either `inf`, `nan` or element < 0",
+    "multinomial_sum": "invalid multinomial distribution (sum of probabilities <= 0)",
+    "monai_shape": "ground truth has different shape (torch.Size([4, 1, 96, 96, 96])) from input (torch.Size([4, 14, 96, 96, 96]))",
+    "monai_channel": "labels should have a channel with length equal to one.",
+    "monai_onehot_int": "the number of classes for One-Hot must be an integer, got <class 'bool'>.",
+    "monai_single_channel": "single channel prediction, `softmax=True` ignored.",
+    "monai_ndim": "the number of dimensions for input and target should be the same, got shape torch.Size([2, 3]) and torch.Size([2]).",
+    "arch_incompatible": "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
+    "arch_supported": "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 sm_86 sm_90.",
+}
+
+OOM = [
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.78 GiB. GPU 0 has a total capacity of 31.47 GiB of which 12.73 GiB is free. Including non-PyTorch memory, this process has 18.73 GiB memory in use. Of the allocated memory 9.08 GiB is allocated by PyTorch, and 9.35 GiB is reserved by PyTorch but unallocated.",
+    "RuntimeError: CUDA out of memory. Tried to allocate 26.00 MiB (GPU 0; 1024.00 MiB total capacity; 435.61 MiB already allocated; 24.17 MiB free; 26.39 MiB cached)",
+    "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 4; 31.75 GiB total capacity; 3.75 MiB free; 30.40 GiB reserved in total by PyTorch)",
+]
+
+
+@pytest.mark.parametrize(("grammar", "alt", "line"), CASES)
+def test_grammar_alternative(grammar: str, alt: str, line: str) -> None:
+    tree = parse(grammar, line)
+    assert tree is not None, line
+    assert first_alt(tree).data == alt
+
+
+@pytest.mark.parametrize(("template", "line"), sorted(MESSAGES.items()))
+def test_message_templates(template: str, line: str) -> None:
+    tree = parse("messages", line)
+    assert tree is not None
+    assert first_alt(tree).data == template
+
+
+@pytest.mark.parametrize("line", OOM)
+def test_oom_wordings(line: str) -> None:
+    assert parse("oom", line[line.index("CUDA out"):] if "Error" not in line else line) is not None
+
+
+def test_every_grammar_is_exercised() -> None:
+    used = {g for g, _, _ in CASES} | {"messages", "oom"}
+    assert used == set(GRAMMARS)
+
+
+@pytest.mark.parametrize("grammar", GRAMMARS)
+def test_non_matching_text_gives_none(grammar: str) -> None:
+    assert parse(grammar, "Epoch 3: 41%|####      | 412/1000 [02:11<03:07, loss=0.43]") is None

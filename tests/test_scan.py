@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import io
+
+from kbdebug.scan import NEEDLES, Scanner, iter_lines, scan_bytes, scan_stream
+
+
+def texts(data: bytes) -> list[str]:
+    return [ln.text for ln in iter_lines(scan_bytes(data))]
+
+
+def test_noise_only_gives_no_region() -> None:
+    noise = b"".join(b"Epoch 1: %d%%|###| loss=0.1\r" % i for i in range(1000)) + b"\n"
+    assert scan_bytes(noise) == []
+
+
+def test_ansi_crlf_and_carriage_returns_are_normalised() -> None:
+    data = b"step 1\r\n\x1b[31mRuntimeError: CUDA error: boom\x1b[0m\r\nprogress 10%\rprogress 20%\r\n"
+    lines = texts(data)
+    assert "RuntimeError: CUDA error: boom" in lines
+    assert "progress 20%" in lines and "progress 10%" in lines
+
+
+def test_prefixes_are_stripped_and_rank_kept() -> None:
+    data = (b"[rank3]: RuntimeError: CUDA error: invalid device ordinal\n"
+            b"[default1]:Traceback (most recent call last):\n"
+            b"2024-01-02 03:04:05,123 ERROR | run.py | line 4 : ValueError: bad\n"
+            b"0: IndexError: Target 3 is out of bounds.\n")
+    lines = list(iter_lines(scan_bytes(data)))
+    assert (lines[0].text, lines[0].rank) == ("RuntimeError: CUDA error: invalid device ordinal", 3)
+    assert (lines[1].text, lines[1].rank) == ("Traceback (most recent call last):", 1)
+    assert lines[2].text == "ValueError: bad"
+    assert (lines[3].text, lines[3].rank) == ("IndexError: Target 3 is out of bounds.", 0)
+
+
+def test_glued_records_are_split() -> None:
+    data = (b"RuntimeError: CUDA error: device-side assert triggeredTraceback (most recent call last):\n"
+            b"test_x (T) ... ========= Invalid __global__ read of size 2 bytes\n")
+    lines = texts(data)
+    assert "RuntimeError: CUDA error: device-side assert triggered" in lines
+    assert "Traceback (most recent call last):" in lines
+    assert "========= Invalid __global__ read of size 2 bytes" in lines
+
+
+def test_windows_80_column_wrap_is_rejoined() -> None:
+    head = "=========     at 0x00000ae8 in d:\\projects\\some\\very\\long\\path\\to\\the\\source\\fil"
+    assert len(head) == 80
+    other = "=========     Saved host backtrace up to driver entry point at kernel launch tim"
+    assert len(other) == 80
+    data = f"========= Invalid __global__ read of size 4\n{head}\nle.cu:148:kern(float)\n{other}\ne\n".encode()
+    lines = texts(data)
+    assert head + "le.cu:148:kern(float)" in lines
+    assert other + "e" in lines
+
+
+def test_repeated_equal_length_lines_are_not_joined() -> None:
+    line = "../x/Loss.cu:1: k: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed."
+    lines = texts(("\n".join([line] * 5) + "\n").encode())
+    assert lines == [line] * 5
+
+
+def test_invalid_utf8_and_markdown_bold_survive() -> None:
+    data = b"\xff\xfe **RuntimeError: CUDA error: x\xc3(** (*input, **kwargs)\n"
+    (line,) = texts(data)
+    assert "RuntimeError: CUDA error" in line and "**kwargs" in line and "**RuntimeError" not in line
+
+
+def test_streaming_in_tiny_chunks_equals_whole() -> None:
+    data = b"noise\n" * 3000 + b"IndexError: Target 3 is out of bounds.\n" + b"noise\n" * 3000 + b"x Assertion y\n"
+    whole = [(ln.no, ln.text) for ln in iter_lines(scan_bytes(data))]
+    s = Scanner(back=2048, fwd=512)
+    for i in range(0, len(data), 7):
+        s.feed(data[i:i + 7])
+    tiny = [(ln.no, ln.text) for ln in iter_lines(s.close())]
+    ref = Scanner(back=2048, fwd=512)
+    ref.feed(data)
+    assert tiny == [(ln.no, ln.text) for ln in iter_lines(ref.close())]
+    assert (3001, "IndexError: Target 3 is out of bounds.") in whole
+
+
+def test_line_numbers_are_source_lines() -> None:
+    data = b"a\n" * 100000 + b"ValueError: x\n"
+    (line,) = [ln for ln in iter_lines(scan_stream(io.BytesIO(data))) if "ValueError" in ln.text]
+    assert line.no == 100001
+
+
+def test_every_needle_is_in_every_evidence_kind() -> None:
+    samples = ["Assertion `x` failed.", "RuntimeError: x", "cuDNN error: X", "========= Invalid",
+               "UserWarning: x", "[E ProcessGroupNCCL.cpp:1] Watchdog caught", "THCudaCheck FAIL error=74"]
+    for sample in samples:
+        assert any(n.decode() in sample for n in NEEDLES), sample
