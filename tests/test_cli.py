@@ -7,10 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, run_cli
 from kbdebug.api import diagnose_text
 from kbdebug.parse import parse_text
 from kbdebug.scan import scan_bytes
