@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kbdebug.parse.transform import basename
 from kbdebug.records import (
     ArchWarning,
     CppException,
@@ -25,10 +26,6 @@ _LIBRARY_PATH = re.compile(
     r"site-packages|dist-packages|[\\/]lib[\\/]python\d|^<frozen|^<string>|[\\/]torch[\\/](?:nn|autograd|cuda|utils|_tensor|"
     r"functional|distributed|_dynamo|_inductor|optim|serialization|_utils|_ops|amp|__init__)|^/usr/lib/python"
 )
-
-
-def basename(path: str) -> str:
-    return re.split(r"[\\/]", path.rstrip("\\/"))[-1]
 
 
 def innermost_user_frame(frames: list[Frame]) -> str | None:

@@ -274,11 +274,10 @@ class Assembler:
         if _ASSERT_HINT.search(text) and ("block" in text or "Assertion failed" in text):
             if self.assertion(line):
                 return
-        handled = False
         if self.pending_warning is not None:
             self._warning_message(line)
         if _EXC_START.match(text) or _IPY_FRAME.match(stripped) or stripped.startswith(("-->", "---->")):
-            handled = self.traceback(line)
+            self.traceback(line)
         elif self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES and stripped:
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
@@ -292,7 +291,6 @@ class Assembler:
         for m in _MSG_ANCHOR.finditer(text):
             self.message(line, text[m.start():])
             break
-        del handled
 
     # -- python tracebacks -----------------------------------------------------------------------
     def traceback(self, line: Line) -> bool:
