@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import copyreg
+import hashlib
+import importlib
+import io
+import os
+import pickle
+import sys
+import types
 from functools import cache
+from pathlib import Path
 
+import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
 
@@ -12,11 +22,57 @@ from kbdebug._resources import data_dir
 GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "oom", "distributed", "messages")
 
 
+def cache_dir() -> Path | None:
+    """Where built parsers are kept between runs; None disables the cache (KBDEBUG_NO_CACHE=1)."""
+    if os.environ.get("KBDEBUG_NO_CACHE"):
+        return None
+    base = os.environ.get("KBDEBUG_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kbdebug"
+
+
+def _dumps(obj: Lark) -> bytes:
+    # Lark's own cache=True is LALR-only; an Earley parser pickles once modules travel by name.
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = copyreg.dispatch_table.copy()
+    pickler.dispatch_table[types.ModuleType] = lambda m: (importlib.import_module, (m.__name__,))
+    pickler.dump(obj)
+    return buf.getvalue()
+
+
+def _build(source: str) -> Lark:
+    return Lark(source, parser="earley", lexer="dynamic", start="start")
+
+
 @cache
 def parser(name: str) -> Lark:
-    """Build the parser for `grammars/<name>.lark` once per process, only when first needed."""
-    path = data_dir("grammars") / f"{name}.lark"
-    return Lark(path.read_text(encoding="utf-8"), parser="earley", lexer="dynamic", start="start")
+    """The parser for `grammars/<name>.lark`, built once and cached on disk.
+
+    Building an Earley parser costs 10-20 ms per grammar, most of a cold `kbdebug explain`;
+    unpickling it costs 1-4 ms. The cache key covers the grammar text, lark and Python, so an
+    edited grammar or an upgrade never meets a stale parser; any cache problem means a rebuild.
+    """
+    source = (data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8")
+    where = cache_dir()
+    if where is None:
+        return _build(source)
+    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{source}".encode()).hexdigest()[:20]
+    path = where / f"{name}-{key}.pickle"
+    try:
+        loaded = pickle.loads(path.read_bytes())
+        if isinstance(loaded, Lark):
+            return loaded
+    except Exception:  # noqa: BLE001 - a missing or damaged cache entry is rebuilt
+        pass
+    built = _build(source)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(_dumps(built))
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a read-only home still gets a working parser
+        pass
+    return built
 
 
 def parse(name: str, text: str) -> Tree | None:
