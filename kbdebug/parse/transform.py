@@ -53,7 +53,7 @@ _DIST_HINT = re.compile(r"NCCL|Watchdog|watchdog|Root Cause|Other Failures")
 _MSG_ANCHOR = re.compile(
     r"The size of tensor a|mat1 and mat2 shapes|a and b must have same reduction|size mismatch, m1|Given (?:groups|transposed)="
     r"|Expected input batch_size|only batches of spatial|(?:0D or )?1D target tensor expected|multi-target not supported"
-    r"|Target size \(|Using a target size|expected scalar type|Expected object of scalar type|\"[^\"]+\" not implemented for"
+    r"|Target size \(|Expected target size|Tensor on device \S+ is not on the expected device|Using a target size|expected scalar type|Expected object of scalar type|\"[^\"]+\" not implemented for"
     r"|Target -?\d+ is out of bounds|all elements of (?:input|target) should be|Class values must be|index out of range in self"
     r"|index -?\d+ is out of bounds for dimension|Expected all tensors to be on the same device|Input type \("
     r"|invalid device ordinal|CUDA-capable device|no CUDA GPUs are available|Found no NVIDIA driver|CUDA driver version is insufficient"
@@ -63,6 +63,8 @@ _MSG_ANCHOR = re.compile(
     r"|ground truth has|labels should have a channel|the number of classes for One-Hot|single channel prediction"
     r"|the number of dimensions for input and target|\S.*? with CUDA capability sm_|The current PyTorch install supports"
 )
+_CARETS = frozenset("^~ ")
+_INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
 _SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]*?--tool[ =](\w+)")
 _SAN_CMD = re.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
@@ -278,6 +280,8 @@ class Assembler:
             self._warning_message(line)
         if _EXC_START.match(text) or _IPY_FRAME.match(stripped) or stripped.startswith(("-->", "---->")):
             self.traceback(line)
+        elif self.exc is None and self.frames and self.frames[-1].code is None and stripped and not set(stripped) <= _CARETS:
+            self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
         elif self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES and stripped:
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
@@ -602,6 +606,14 @@ class Assembler:
             values = {"which": words[0]}
         elif template == "index_oob":
             values = {"index": ints[0], "dim": ints[1], "size": ints[2]}
+            op = self._calling_op(_INDEX_OPS)
+            if op:
+                values["op"] = op
+        elif template == "target_size_nd":
+            if len(shapes) == 2 and len(shapes[1]) == len(shapes[0]) + 1 and shapes[1][1] == 1:
+                values["extra_singleton_dim"] = 1
+        elif template == "device_expected":
+            values = {"device_a": words[0], "device_b": words[1]}
         elif template in ("device_mismatch",):
             values = {"device_a": words[0], "device_b": words[1]}
         elif template == "device_mismatch_new":
@@ -624,6 +636,15 @@ class Assembler:
         body = text[: len(text) - len(rest)] if rest else text
         self.out.append(TorchMessage(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
                                      template=template, text=body.strip(), values=values, shapes=shapes))
+
+    def _calling_op(self, pattern: re.Pattern[str]) -> str | None:
+        """The op named on the source line that raised, when the traceback printed it."""
+        frames = self.exc.frames if self.exc is not None and self.exc.frames else self.frames
+        for frame in reversed(frames[-3:]):
+            m = pattern.search(frame.code or "")
+            if m:
+                return m.group(1)
+        return None
 
     # -- sanitizer ------------------------------------------------------------------------------
     def sanitizer(self, line: Line, body: str) -> None:
