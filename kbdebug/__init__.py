@@ -10,13 +10,25 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
+    "diagnose": "kbdebug.api",
     "diagnose_text": "kbdebug.api",
     "explain": "kbdebug.api",
     "Diagnosis": "kbdebug.diagnosis",
+    "capture": "kbdebug.fdtee",
+    "install": "kbdebug.hooks",
+    "uninstall": "kbdebug.hooks",
+    "guard": "kbdebug.verify.guard_mode",
+    "KbdebugError": "kbdebug.errors",
+    "audit": "kbdebug.verify.stages",
+    "describe": "kbdebug.verify.stages",
 }
 
 
 def __getattr__(name: str) -> Any:
+    if name == "verify":
+        import importlib
+
+        return importlib.import_module("kbdebug.verify")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kbdebug' has no attribute {name!r}")
@@ -25,4 +37,17 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["__version__", *_LAZY]
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext kbdebug`: diagnose every exception a cell raises, below its traceback."""
+    from kbdebug.hooks import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from kbdebug.hooks import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
+__all__ = ["__version__", *_LAZY, "verify"]

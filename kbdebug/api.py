@@ -1,8 +1,15 @@
-"""Library entry points. Nothing here imports torch: a log is diagnosed from its text alone."""
+"""Library entry points. Nothing here imports torch: a log is diagnosed from its text alone, and a
+live exception from its type, message, chain and real frames."""
 
 from __future__ import annotations
 
+import linecache
+import os
+import sys
+import traceback
 from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
 
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb import load_kb
@@ -10,6 +17,8 @@ from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
 from kbdebug.render import fill
 from kbdebug.scan import Region, Scanner, scan_stream, scan_text
+
+_PKG_DIR = str(Path(__file__).resolve().parent)
 
 
 def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -29,4 +38,153 @@ def explain(path: str | Path, *, kb_dirs: list[Path] | None = None) -> Diagnosis
         return diagnose_regions(scan_stream(fh), str(path), kb_dirs)
 
 
-__all__ = ["Diagnosis", "Scanner", "diagnose_regions", "diagnose_text", "explain"]
+def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
+             kb_dirs: list[Path] | None = None) -> Diagnosis:
+    """Diagnose a live exception.
+
+    `log` is extra output to read with it: text, or a path to a log file. Inside
+    `kbdebug.capture()` what fd 2 received (the GPU's assertion lines) is read as well. Facts
+    about where it happened come from the traceback's frames, not from its printed text.
+    """
+    guarded = _guard_diagnosis(exc, kb_dirs)
+    if guarded is not None:
+        return guarded
+    from kbdebug.fdtee import active_text
+
+    parts: list[str] = []
+    if isinstance(log, os.PathLike):
+        parts.append(Path(log).read_text(encoding="utf-8", errors="replace"))
+    elif isinstance(log, str):
+        parts.append(log)
+    captured = active_text()
+    if captured:
+        parts.append(captured)
+    parts.append("".join(traceback.format_exception(exc)))
+    diag = diagnose_text("\n".join(parts), source=f"<{_type_name(type(exc))}>", kb_dirs=kb_dirs)
+    _facts_from_frames(diag, exc)
+    return fill(diag, load_kb(kb_dirs))
+
+
+def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosis | None:
+    """A KbdebugError from `guard()` already knows its rule and facts."""
+    for e in _chain(exc):
+        rule = getattr(e, "kbdebug_rule", None)
+        if rule:
+            from kbdebug.diagnosis import Incident
+
+            facts = dict(getattr(e, "kbdebug_facts", {}) or {})
+            inc = Incident(rule=rule, title=rule, confidence=0.99, facts=facts, device_evidence=True)
+            kb = load_kb(kb_dirs)
+            r = kb.get(rule)
+            if r is not None:
+                inc.title, inc.checks = r.title, list(r.checks)
+            diag = Diagnosis(source=f"<{_type_name(type(e))}>", incidents=[inc])
+            _facts_from_frames(diag, e)
+            return fill(diag, kb)
+    return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes/contexts, outermost first, without cycles."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and all(cur is not s for s in seen):
+        seen.append(cur)
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return seen
+
+
+def _type_name(cls: type) -> str:
+    mod = cls.__module__
+    return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
+
+
+def is_library_file(filename: str) -> bool:
+    from kbdebug.facts import _LIBRARY_PATH
+
+    if filename.startswith(_PKG_DIR) or _LIBRARY_PATH.search(filename):
+        return True
+    return any(filename.startswith(p) for p in _stdlib_prefixes())
+
+
+def _stdlib_prefixes() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(p for p in paths if p)
+
+
+def user_frame(tb: TracebackType | None) -> FrameType | None:
+    """The innermost frame of the traceback outside the stdlib, site-packages, torch and kbdebug."""
+    found: FrameType | None = None
+    while tb is not None:
+        if not is_library_file(tb.tb_frame.f_code.co_filename):
+            found = tb.tb_frame
+        tb = tb.tb_next
+    return found
+
+
+def _frame_line(tb: TracebackType | None, frame: FrameType) -> int:
+    while tb is not None:
+        if tb.tb_frame is frame:
+            return tb.tb_lineno
+        tb = tb.tb_next
+    return frame.f_lineno
+
+
+def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
+    chain = _chain(exc)
+    for inc in diag.incidents:
+        msg = str(inc.facts.get("error_message") or "")
+        source = next((e for e in chain if msg and str(e).strip().startswith(msg.strip()[:60])), exc)
+        inc.facts["error_type"] = _type_name(type(source))
+        text = str(source).strip()
+        if text:
+            inc.facts["error_message"] = text.splitlines()[0].strip()
+        frame = user_frame(source.__traceback__)
+        if frame is None:
+            frame = next((f for e in chain if (f := user_frame(e.__traceback__)) is not None), None)
+            source = next((e for e in chain if user_frame(e.__traceback__) is frame), source)
+        if frame is None:
+            continue
+        line = _frame_line(source.__traceback__, frame)
+        inc.facts["innermost_user_frame"] = f"{frame.f_code.co_filename}:{line}"
+        inc.facts["user_function"] = frame.f_code.co_name
+        code = linecache.getline(frame.f_code.co_filename, line, frame.f_globals).strip()
+        if code:
+            inc.facts["user_code"] = code
+        tensors = _frame_tensors(frame, code)
+        if tensors:
+            inc.facts["frame_tensors"] = tensors
+
+
+def _frame_tensors(frame: FrameType, code: str) -> dict[str, dict[str, Any]]:
+    """Shape, dtype and device of the tensors named on the failing line (metadata only: no kernel
+    runs, so this is safe after a device-side assert has poisoned the CUDA context)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not code:
+        return {}
+    import re
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
+        val = frame.f_locals.get(name)
+        if isinstance(val, torch.Tensor):
+            info: dict[str, Any] = {"shape": list(val.shape), "dtype": str(val.dtype).replace("torch.", ""),
+                                    "device": str(val.device)}
+            if val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
+                try:
+                    info["min"], info["max"] = _num(val.min().item()), _num(val.max().item())
+                except (RuntimeError, TypeError):
+                    pass
+            out[name] = info
+        if len(out) >= 8:
+            break
+    return out
+
+
+def _num(x: float | int | bool) -> float | int:
+    return int(x) if isinstance(x, (bool, int)) or float(x).is_integer() and abs(x) < 2**53 else round(float(x), 6)
+
+
+__all__ = ["Diagnosis", "Scanner", "diagnose", "diagnose_regions", "diagnose_text", "explain", "user_frame"]

@@ -1,0 +1,98 @@
+"""Print a diagnosis where crashes happen: uncaught exceptions, threads, IPython cells."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from types import TracebackType
+from typing import Any, TextIO
+
+_previous: dict[str, Any] = {}
+
+
+def _use_color(stream: TextIO) -> bool:
+    try:
+        return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+def report(exc: BaseException, stream: TextIO | None = None) -> bool:
+    """Write the diagnosis of `exc` to `stream` (stderr); True if a known cause was found.
+
+    Never raises: a failure inside kbdebug must not hide the user's own traceback.
+    """
+    stream = stream or sys.stderr
+    try:
+        from kbdebug.api import diagnose
+
+        diag = diagnose(exc)
+        if not diag.incidents or diag.incidents[0].rule == "other":
+            return False
+        stream.write("\n" + diag.render("text", color=_use_color(stream)))
+        stream.flush()
+        return True
+    except Exception as err:  # noqa: BLE001 - last-resort reporting must not mask the crash
+        try:
+            stream.write(f"kbdebug: could not diagnose this exception ({type(err).__name__}: {err})\n")
+        except Exception:  # noqa: BLE001
+            pass
+        return False
+
+
+def _excepthook(et: type[BaseException], ev: BaseException, tb: TracebackType | None) -> None:
+    _previous.get("sys", sys.__excepthook__)(et, ev, tb)
+    if not issubclass(et, KeyboardInterrupt):
+        report(ev)
+
+
+def _thread_hook(args: threading.ExceptHookArgs) -> None:
+    _previous.get("threading", threading.__excepthook__)(args)
+    if args.exc_value is not None and not issubclass(args.exc_type, SystemExit):
+        report(args.exc_value)
+
+
+def install(*, capture: bool = False) -> None:
+    """Diagnose uncaught exceptions, after the normal traceback, in the main thread and in threads.
+
+    With `capture=True` fd 2 is teed for the rest of the process (see `kbdebug.capture`) so the
+    GPU's assertion lines reach the diagnosis too.
+    """
+    if sys.excepthook is not _excepthook:
+        _previous["sys"] = sys.excepthook
+        sys.excepthook = _excepthook
+    if threading.excepthook is not _thread_hook:
+        _previous["threading"] = threading.excepthook
+        threading.excepthook = _thread_hook
+    if capture and "capture" not in _previous:
+        from kbdebug.fdtee import capture as _capture
+
+        _previous["capture"] = _capture().__enter__()
+
+
+def uninstall() -> None:
+    """Put back the hooks `install()` replaced and stop its capture."""
+    if sys.excepthook is _excepthook:
+        sys.excepthook = _previous.pop("sys", sys.__excepthook__)
+    if threading.excepthook is _thread_hook:
+        threading.excepthook = _previous.pop("threading", threading.__excepthook__)
+    cap = _previous.pop("capture", None)
+    if cap is not None:
+        cap.close()
+
+
+# -- IPython: `%load_ext kbdebug` ---------------------------------------------------------------
+def _ipython_handler(shell: Any, etype: type[BaseException], evalue: BaseException, tb: TracebackType,
+                     tb_offset: int | None = None) -> Any:
+    shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)
+    report(evalue, sys.stdout)  # a notebook shows stdout in the cell's output
+    return None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.set_custom_exc((Exception,), _ipython_handler)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    ipython.set_custom_exc((), None)

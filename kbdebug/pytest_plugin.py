@@ -1,0 +1,43 @@
+"""pytest plugin: append a kbdebug diagnosis to the report of a test that failed with a CUDA or
+shape error. Registered through the `pytest11` entry point but inert unless `-p kbdebug` or
+`--kbdebug` is given, so installing kbdebug never changes anyone's test output."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+_ACTIVE = pytest.StashKey[bool]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kbdebug")
+    group.addoption("--kbdebug", action="store_true", default=False,
+                    help="diagnose tests that fail with CUDA, shape or index errors (kbdebug)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    plugins = getattr(config.known_args_namespace, "plugins", None) or []
+    config.stash[_ACTIVE] = bool(config.getoption("kbdebug")) or "kbdebug" in plugins
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Generator[None, Any, None]:
+    outcome = yield
+    if not item.config.stash.get(_ACTIVE, False) or call.excinfo is None:
+        return
+    report = outcome.get_result()
+    if not report.failed or call.excinfo.errisinstance((pytest.skip.Exception, pytest.fail.Exception, KeyboardInterrupt)):
+        return
+    try:
+        from kbdebug.api import diagnose
+
+        captured = "\n".join(text for name, text in report.sections if name.startswith("Captured std"))
+        diag = diagnose(call.excinfo.value, log=captured or None)
+    except Exception as err:  # noqa: BLE001 - never break the user's test run
+        report.sections.append(("kbdebug", f"could not diagnose: {type(err).__name__}: {err}"))
+        return
+    if diag.incidents and diag.incidents[0].rule != "other":
+        report.sections.append((f"kbdebug diagnosis ({diag.incidents[0].rule})", diag.render("text")))

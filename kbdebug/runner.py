@@ -1,0 +1,223 @@
+"""`kbdebug run -- CMD`: run a command, stream its output live, diagnose it when it fails.
+
+The child's stdout and stderr are copied to ours chunk by chunk as they arrive (progress bars
+stay live) while complete lines go through the scanner, so memory stays bounded on a run that
+prints for days. Signals are forwarded; the child's exit status becomes ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kbdebug.scan import Region, Scanner
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
+FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+                  if hasattr(signal, n))
+MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
+
+
+class RunError(Exception):
+    """A problem starting the command: reported on one line."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    regions: list[Region]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def find_sanitizer() -> str | None:
+    """compute-sanitizer from $KBDEBUG_COMPUTE_SANITIZER, PATH, $CUDA_HOME/bin or /usr/local/cuda/bin."""
+    override = os.environ.get("KBDEBUG_COMPUTE_SANITIZER")
+    if override is not None:
+        return override if os.path.isfile(override) and os.access(override, os.X_OK) else None
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            cand = Path(root) / "bin" / "compute-sanitizer"
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
+    return None
+
+
+def sanitizer_command(tool: str, cmd: list[str]) -> list[str]:
+    if tool not in SANITIZER_TOOLS:
+        raise RunError(f"unknown sanitizer tool {tool!r}; choose from {', '.join(SANITIZER_TOOLS)}")
+    exe = find_sanitizer()
+    if exe is None:
+        raise RunError("compute-sanitizer is not on PATH; it ships with the CUDA toolkit "
+                       "(e.g. /usr/local/cuda/bin): install the toolkit or add its bin/ to PATH")
+    return [exe, "--tool", tool, *cmd]
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except InterruptedError:
+            continue
+        except OSError:  # our own stdout/stderr is gone: keep draining the child, stop echoing
+            return False
+    return True
+
+
+class _Pump(threading.Thread):
+    """Copy one of the child's pipes to our fd, a save file, and (line by line) the scanner."""
+
+    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[IO[bytes]]) -> None:
+        super().__init__(daemon=True)
+        self.src, self.dest_fd, self.feed, self.saves = src, dest_fd, feed, saves
+        self.echo = True
+
+    def run(self) -> None:
+        fd = self.src.fileno()
+        partial = b""
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except InterruptedError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            if self.echo:
+                self.echo = _write_all(self.dest_fd, data)
+            for save in self.saves:
+                save.write(data)
+            partial += data
+            cut = partial.rfind(b"\n") + 1
+            if cut:
+                self.feed(partial[:cut])
+                partial = partial[cut:]
+            if len(partial) > MAX_PARTIAL:
+                self.feed(partial + b"\n")
+                partial = b""
+        if partial:
+            self.feed(partial + b"\n")
+
+
+def _keyboard_signal_reaches_child() -> bool:
+    """True when we sit in the terminal's foreground group: Ctrl-C then reaches the child directly."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+def run_once(cmd: list[str], env: dict[str, str], save: Path | None = None, tag: str = "run1",
+             out_fd: int = 1, err_fd: int = 2) -> RunResult:
+    scanner = Scanner()
+    lock = threading.Lock()
+
+    def feed(data: bytes) -> None:
+        with lock:
+            scanner.feed(data)
+
+    files: list[IO[bytes]] = []
+    saves_out: list[IO[bytes]] = []
+    saves_err: list[IO[bytes]] = []
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        merged = open(save / f"{tag}.log", "wb")  # noqa: SIM115 - closed below
+        files = [merged, open(save / f"{tag}.stdout.log", "wb"), open(save / f"{tag}.stderr.log", "wb")]  # noqa: SIM115
+        saves_out, saves_err = [merged, files[1]], [merged, files[2]]
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    except FileNotFoundError:
+        for f in files:
+            f.close()
+        raise RunError(f"{cmd[0]}: command not found", 127) from None
+    except PermissionError:
+        for f in files:
+            f.close()
+        raise RunError(f"{cmd[0]}: permission denied", 126) from None
+    assert proc.stdout is not None and proc.stderr is not None
+    pumps = [_Pump(proc.stdout, out_fd, feed, saves_out), _Pump(proc.stderr, err_fd, feed, saves_err)]
+    for p in pumps:
+        p.start()
+
+    def forward(signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and _keyboard_signal_reaches_child():
+            return  # the terminal sent it to the whole group; sending it again would double it
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in FORWARDED:
+            try:
+                previous[sig] = signal.signal(sig, forward)
+            except (OSError, ValueError):
+                pass
+    try:
+        rc = proc.wait()
+        for p in pumps:
+            p.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for f in files:
+            f.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    return RunResult(returncode=128 - rc if rc < 0 else rc, regions=scanner.close(), env=env)
+
+
+def needs_rerun(diag: Any) -> bool:
+    """The error surfaced asynchronously and nothing in the log says which kernel failed."""
+    root = diag.root
+    if root is None:
+        return False
+    if root.rule == "async_error_unlocalized":
+        return True
+    return bool(root.facts.get("async_hint")) and not root.device_evidence and "innermost_user_frame" not in root.facts
+
+
+def write_summary(save: Path, cmd: list[str], results: list[tuple[RunResult, Any]]) -> None:
+    runs = []
+    for i, (res, diag) in enumerate(results, 1):
+        extra = {k: v for k, v in res.env.items() if k in RERUN_ENV and os.environ.get(k) != v}
+        runs.append({"log": f"run{i}.log", "returncode": res.returncode, "env": extra,
+                     "diagnosis": diag.to_json() if diag is not None else None})
+    (save / "diagnosis.json").write_text(json.dumps({"command": cmd, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")  # a Python child would otherwise hold its output until exit
+    if extra:
+        env.update(extra)
+    return env
+
+
+def stderr_is_interactive() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
