@@ -32,11 +32,14 @@ def build(path: Path, mb: int) -> None:
     for i in range(20000):
         r = rnd.random()
         if r < 0.7:
-            lines.append(f"Epoch {i % 50}: {i % 100}%|{'#' * (i % 30):<30}| {i}/500150 [6:28:43<94:39:17, 1.37it/s, loss={rnd.random():.4f}]\r")
+            bar = f"{'#' * (i % 30):<30}"
+            lines.append(f"Epoch {i % 50}: {i % 100}%|{bar}| {i}/500150 [6:28:43<94:39:17, 1.37it/s, loss={rnd.random():.4f}]\r")
         elif r < 0.9:
-            lines.append(f"2024-01-01 12:00:{i % 60:02d},593 INFO trainer.py:{i % 400} step {i} loss {rnd.random():.5f} grad_norm {rnd.random() * 10:.3f}\n")
+            lines.append(f"2024-01-01 12:00:{i % 60:02d},593 INFO trainer.py:{i % 400} step {i} "
+                         f"loss {rnd.random():.5f} grad_norm {rnd.random() * 10:.3f}\n")
         else:
-            lines.append(f"[rank{i % 8}]: iteration {i} | consumed samples {i * 32} | elapsed time per iteration (ms): {rnd.random() * 900:.1f} |\n")
+            lines.append(f"[rank{i % 8}]: iteration {i} | consumed samples {i * 32} | "
+                         f"elapsed time per iteration (ms): {rnd.random() * 900:.1f} |\n")
     block = "".join(lines).encode()
     target = mb * 1_000_000
     with open(path, "wb") as fh:
@@ -80,9 +83,9 @@ def main() -> int:
 
 
 def _peak_rss(path: Path) -> int:
-    code = ("import resource,runpy,sys; sys.argv=['kbdebug','explain','-q','--format','json',%r]\n"
+    code = (f"import resource,runpy,sys; sys.argv=['kbdebug','explain','-q','--format','json',{str(path)!r}]\n"
             "try:\n  runpy.run_module('kbdebug', run_name='__main__')\nexcept SystemExit: pass\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)") % str(path)
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return int(proc.stderr.strip().splitlines()[-1])
 

@@ -50,10 +50,20 @@ class Diagnosis(BaseModel):
         return self.model_dump(mode="json", exclude={"incidents": {"__all__": {"first_line", "device_evidence"}}})
 
     def verify(self, **tensors: Any) -> Diagnosis:
-        """Run the checks each incident's rule names on the user's own tensors (needs torch)."""
+        """Run the checks each incident's rule names on the user's own tensors (needs torch).
+
+        A failing check is evidence for the diagnosis (confidence goes up); checks that all ran
+        and passed are evidence against it (confidence goes down, and a note says so).
+        """
         from kbdebug.verify import run_checks
 
         for inc in self.incidents:
             results = run_checks(inc.checks, inc.facts, tensors)
             inc.verification = [r.model_dump(mode="json") for r in results]
+            ran = [r for r in results if r.passed is not None]
+            if any(r.passed is False for r in ran):
+                inc.confidence = max(inc.confidence, 0.99)
+            elif ran and len(ran) == len(results):
+                inc.confidence = round(inc.confidence * 0.5, 2)
+                self.notes.append(f"{inc.rule}: every check passed on the given tensors; the cause may be in other inputs")
         return self

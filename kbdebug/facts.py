@@ -62,7 +62,8 @@ def facts_of(rec: Record) -> dict[str, Any]:
             f["cuda_error_name"] = rec.error_name
         if rec.code is not None:
             f["cuda_error_code"] = rec.code
-        if rec.legacy and rec.at_file and re.search(r"\.(?:cuh?|c|cpp)$", rec.at_file) and not (rec.error_name or "").startswith("cuda error"):
+        native = rec.at_file and re.search(r"\.(?:cuh?|c|cpp)$", rec.at_file)
+        if rec.legacy and native and not (rec.error_name or "").startswith("cuda error"):
             f.update(kernel_file=basename(rec.at_file), kernel_line=rec.at_line)
         if rec.error_name and rec.error_name.startswith("cuda error"):
             f["error_type"] = rec.error_name

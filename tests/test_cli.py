@@ -102,9 +102,9 @@ def test_parse_command_prints_records() -> None:
 
 
 def test_explain_never_imports_torch() -> None:
-    code = ("import sys; from kbdebug.cli import main; sys.argv=['kbdebug','explain','-q',%r]\n"
+    code = (f"import sys; from kbdebug.cli import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "assert 'torch' not in sys.modules, 'torch imported'" % str(EXAMPLE))
+            "assert 'torch' not in sys.modules, 'torch imported'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
 

@@ -63,7 +63,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
     incidents: dict[str, Incident] = {}
     found_all = [best_rule(rec, kb) for rec in records]
     _explain_exceptions(records, found_all)
-    for rec, found in zip(records, found_all):
+    for rec, found in zip(records, found_all, strict=True):
         if found is None:
             continue
         rule, m = found

@@ -32,7 +32,10 @@ MAX_MESSAGE_LINES = 30
 
 _FULLWIDTH = str.maketrans({"：": ":", "，": ",", "（": "(", "）": ")", "【": "[", "】": "]"})
 _ASSERT_HINT = re.compile(r"Assertion|assert", re.I)
-_COORD = re.compile(r"block\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]\s*[,，]\s*thread\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]")
+_COORD = re.compile(
+    r"block\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]\s*[,，]\s*"
+    r"thread\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]"
+)
 _FUZZY_FILE = re.compile(r"([\w\-]+\.(?:cuh?|hpp|h|cpp|cc|py))(?::(\d+))?")
 _FUZZY_COND = re.compile(r"Assertion\s*[`'\"‘“](.+?)(?:[`'\"’”]\s*failed|$)")
 _FUZZY_LINE = re.compile(r":(\d+)(?=[,/\]:]|$)")
@@ -53,7 +56,8 @@ _DIST_HINT = re.compile(r"NCCL|Watchdog|watchdog|Root Cause|Other Failures")
 _MSG_ANCHOR = re.compile(
     r"The size of tensor a|mat1 and mat2 shapes|a and b must have same reduction|size mismatch, m1|Given (?:groups|transposed)="
     r"|Expected input batch_size|only batches of spatial|(?:0D or )?1D target tensor expected|multi-target not supported"
-    r"|Target size \(|Expected target size|Tensor on device \S+ is not on the expected device|Using a target size|expected scalar type|Expected object of scalar type|\"[^\"]+\" not implemented for"
+    r"|Target size \(|Expected target size|Tensor on device \S+ is not on the expected device|Using a target size"
+    r"|expected scalar type|Expected object of scalar type|\"[^\"]+\" not implemented for"
     r"|Target -?\d+ is out of bounds|all elements of (?:input|target) should be|Class values must be|index out of range in self"
     r"|index -?\d+ is out of bounds for dimension|Expected all tensors to be on the same device|Input type \("
     r"|invalid device ordinal|CUDA-capable device|no CUDA GPUs are available|Found no NVIDIA driver|CUDA driver version is insufficient"
@@ -526,7 +530,8 @@ class Assembler:
     # -- distributed ---------------------------------------------------------------------------
     def distributed(self, line: Line) -> None:
         text = line.text.strip()
-        m = re.search(r"\[[EWI]\d*(?: [\d:.]+)? ProcessGroupNCCL|Watchdog caught|Process group watchdog|NCCL error|Root Cause|Other Failures", text)
+        m = re.search(r"\[[EWI]\d*(?: [\d:.]+)? ProcessGroupNCCL|Watchdog caught|Process group watchdog|NCCL error"
+                      r"|Root Cause|Other Failures", text)
         candidates = [text[m.start():]] if m else [text]
         tree = None
         for cand in candidates:

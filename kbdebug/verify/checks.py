@@ -1,0 +1,519 @@
+"""Targeted checks on the user's own tensors. Each one runs on the tensor's device, reads back
+only small summaries, never changes its inputs, and returns a `CheckResult` with numbers."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+from kbdebug.verify.result import CheckResult
+
+MAX_POSITIONS = 10
+HISTOGRAM = 20
+
+
+def _num(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        x = x.item()
+    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
+        return int(x)
+    return round(x, 6) if isinstance(x, float) else x
+
+
+def _positions(mask: torch.Tensor, limit: int) -> list[list[int]]:
+    if limit <= 0:
+        return []
+    return torch.nonzero(mask)[:limit].tolist()
+
+
+def _histogram(t: torch.Tensor, limit: int = HISTOGRAM) -> dict[str, int]:
+    """Value -> count for the most frequent values (the shape of a label set at a glance)."""
+    values, counts = torch.unique(t.detach().flatten(), return_counts=True)
+    if values.numel() > limit:
+        top = torch.topk(counts, limit).indices
+        values, counts = values[top], counts[top]
+        order = torch.argsort(values)
+        values, counts = values[order], counts[order]
+    return {str(_num(v)): int(c) for v, c in zip(values.tolist(), counts.tolist(), strict=True)}
+
+
+def _offending(t: torch.Tensor, mask: torch.Tensor, limit: int = HISTOGRAM) -> tuple[list[Any], dict[str, int]]:
+    bad = t.detach()[mask]
+    hist = _histogram(bad, limit)
+    return [_num(float(v)) if "." in v or "e" in v or "n" in v else int(v) for v in hist], hist
+
+
+def _describe_shape(t: torch.Tensor) -> str:
+    return f"[{', '.join(str(s) for s in t.shape)}] {str(t.dtype).replace('torch.', '')} on {t.device}"
+
+
+# -- class targets ---------------------------------------------------------------------------------
+def check_class_targets(target: torch.Tensor, num_classes: int | None = None, *, logits: torch.Tensor | None = None,
+                        ignore_index: int | None = -100, class_dim: int = 1,
+                        max_positions: int = MAX_POSITIONS) -> CheckResult:
+    """Class-index targets for cross_entropy / nll_loss: every value in [0, C) or == ignore_index."""
+    name = "class_targets"
+    if num_classes is None:
+        if logits is None:
+            raise TypeError("check_class_targets needs num_classes= or logits=")
+        num_classes = int(logits.shape[class_dim] if logits.dim() > 1 else logits.shape[0])
+    values: dict[str, Any] = {"num_classes": num_classes, "ignore_index": ignore_index, "shape": list(target.shape),
+                              "dtype": str(target.dtype).replace("torch.", "")}
+    if target.is_floating_point():
+        if logits is not None and target.shape == logits.shape:
+            mn, mx = (float(v) for v in torch.stack([target.min(), target.max()]).tolist()) if target.numel() else (0, 0)
+            values.update(min=_num(mn), max=_num(mx))
+            ok = 0 <= mn and mx <= 1
+            return CheckResult(name=name, passed=ok, values=values,
+                               finding=f"class-probability targets, values in [{_num(mn)}, {_num(mx)}]"
+                               + ("" if ok else ": probabilities must lie in [0, 1]"),
+                               fix="" if ok else "normalise soft targets (softmax or divide by the row sum)")
+        return CheckResult(name=name, passed=False, values=values,
+                           finding=f"target is {values['dtype']}; class-index targets must be an integer (int64) tensor",
+                           fix="target = target.long()  (after checking the values are whole class numbers)")
+    if target.numel() == 0:
+        return CheckResult(name=name, passed=True, values=values, finding="target is empty")
+    t = target.detach()
+    mn, mx = torch.stack(list(torch.aminmax(t))).tolist()
+    values.update(min=mn, max=mx)
+    if 0 <= mn and mx < num_classes:
+        values["histogram"] = _histogram(t)
+        return CheckResult(name=name, passed=True, values=values,
+                           finding=f"all {t.numel()} targets in [0, {num_classes}) (min {mn}, max {mx})")
+    bad = (t < 0) | (t >= num_classes)
+    if ignore_index is not None:
+        bad &= t != ignore_index
+    count = int(bad.sum())
+    values["histogram"] = _histogram(t)
+    if count == 0:
+        return CheckResult(name=name, passed=True, values=values,
+                           finding=f"all targets in [0, {num_classes}) apart from ignore_index={ignore_index}")
+    offending, hist = _offending(t, bad)
+    values.update(out_of_range=count, offending_counts=hist)
+    shown = ", ".join(f"{v} (x{c})" for v, c in hist.items())
+    return CheckResult(name=name, passed=False, values=values, offending=offending, positions=_positions(bad, max_positions),
+                       finding=f"{count} of {t.numel()} targets outside [0, {num_classes}) (ignore_index={ignore_index}): {shown}",
+                       fix=_target_fix(offending, mn, mx, num_classes, ignore_index))
+
+
+def _target_fix(offending: list[Any], mn: int, mx: int, num_classes: int, ignore_index: int | None) -> str:
+    ints = [v for v in offending if isinstance(v, int)]
+    if ints and all(v == ints[0] for v in ints) and ints[0] in (255, -1, 250, 254, 65535):
+        return f"these look like 'ignore' labels: pass ignore_index={ints[0]} to the loss (now {ignore_index}), or remap them"
+    if mn >= 1 and mx == num_classes:
+        return f"labels look 1-based (min {mn}, max {mx}): use target - 1, or a head with {mx + 1} outputs"
+    if mn >= 0:
+        return f"the data has labels up to {mx}: the model needs at least {mx + 1} outputs (it has {num_classes}), or remap labels"
+    return f"negative labels ({mn}): remap them into [0, {num_classes}) or set ignore_index to the padding value"
+
+
+# -- indices ----------------------------------------------------------------------------------------
+def check_index(index: torch.Tensor, size: int | None = None, *, src: torch.Tensor | None = None, dim: int = 0,
+                allow_negative: bool = False, what: str = "index", max_positions: int = MAX_POSITIONS) -> CheckResult:
+    """An index tensor for gather/scatter/index_select/embedding/indexing against the indexed size."""
+    name = "index_bounds"
+    if size is None:
+        if src is None:
+            raise TypeError("check_index needs size= or src=")
+        size = int(src.size(dim))
+    lo = -size if allow_negative else 0
+    values: dict[str, Any] = {"size": size, "valid_range": [lo, size - 1], "shape": list(index.shape),
+                              "dtype": str(index.dtype).replace("torch.", "")}
+    if index.is_floating_point() or index.dtype == torch.bool:
+        return CheckResult(name=name, passed=False, values=values,
+                           finding=f"{what} is {values['dtype']}; indices must be int64 (or int32)", fix=f"{what} = {what}.long()")
+    if index.numel() == 0:
+        return CheckResult(name=name, passed=True, values=values, finding=f"{what} is empty")
+    t = index.detach()
+    mn, mx = torch.stack(list(torch.aminmax(t))).tolist()
+    values.update(min=mn, max=mx)
+    if lo <= mn and mx < size:
+        return CheckResult(name=name, passed=True, values=values,
+                           finding=f"all {t.numel()} values of {what} in [{lo}, {size}) (min {mn}, max {mx})")
+    bad = (t < lo) | (t >= size)
+    offending, hist = _offending(t, bad)
+    count = int(bad.sum())
+    values.update(out_of_range=count, offending_counts=hist)
+    if mx >= size:
+        fix = (f"{what} reaches {mx} but the dimension has {size} entries: enlarge it to at least {mx + 1} "
+               "(vocab size, max positions, num_classes) or fix the ids (tokenizer/model mismatch, labels used as indices)")
+    else:
+        fix = f"{what} holds negative values ({mn}); this op does not wrap them: mask or remap them"
+    return CheckResult(name=name, passed=False, values=values, offending=offending, positions=_positions(bad, max_positions),
+                       finding=f"{count} of {t.numel()} values of {what} outside [{lo}, {size}): "
+                               + ", ".join(f"{v} (x{c})" for v, c in hist.items()),
+                       fix=fix)
+
+
+def check_embedding_ids(ids: torch.Tensor, embedding: Any = None, *, num_embeddings: int | None = None,
+                        what: str = "input_ids", max_positions: int = MAX_POSITIONS) -> CheckResult:
+    """Token or position ids against an nn.Embedding (or its size): id >= vocab size is the classic."""
+    if num_embeddings is None:
+        if embedding is None:
+            raise TypeError("check_embedding_ids needs embedding= or num_embeddings=")
+        num_embeddings = int(getattr(embedding, "num_embeddings", None) or embedding.weight.shape[0])
+    res = check_index(ids, num_embeddings, what=what, max_positions=max_positions)
+    res.name = "embedding_ids"
+    return res
+
+
+# -- segmentation -------------------------------------------------------------------------------------
+def check_segmentation(label: torch.Tensor, pred: torch.Tensor, *, num_classes: int | None = None,
+                       to_onehot: int | None = None, to_onehot_y: bool | None = None, softmax: bool | None = None,
+                       sigmoid: bool | None = None, include_background: bool | None = None,
+                       ignore_index: int | None = None) -> CheckResult:
+    """Label vs prediction layout for segmentation, and MONAI-style settings given as plain values
+    (`AsDiscrete(to_onehot=N)`, `DiceLoss(to_onehot_y=..., softmax=...)`), so MONAI is not needed."""
+    problems: list[tuple[str, str]] = []
+    if pred.dim() < 2:
+        raise TypeError("pred must be [B, C, ...]")
+    channels = int(pred.shape[1])
+    values: dict[str, Any] = {"label_shape": list(label.shape), "pred_shape": list(pred.shape), "pred_channels": channels,
+                              "label_dtype": str(label.dtype).replace("torch.", "")}
+    if label.dim() == pred.dim() and label.shape == pred.shape and channels > 1:
+        layout = "one-hot"
+        real = channels
+    elif label.dim() == pred.dim() and label.shape[1] == 1:
+        layout = "index [B,1,...]"
+        real = None
+    elif label.dim() == pred.dim() - 1:
+        layout = "index [B,...]"
+        real = None
+    else:
+        layout = "unknown"
+        real = None
+        problems.append((f"label {list(label.shape)} fits neither index [B,...]/[B,1,...] nor one-hot {list(pred.shape)} layout",
+                         "make the label [B,1,*spatial] (index) or [B,C,*spatial] (one-hot) with the same spatial size"))
+    values["label_layout"] = layout
+    spatial_label = list(label.shape[2:]) if layout != "index [B,...]" else list(label.shape[1:])
+    if layout != "unknown" and spatial_label != list(pred.shape[2:]):
+        problems.append((f"spatial size differs: label {spatial_label} vs prediction {list(pred.shape[2:])}",
+                         "resize/crop label and image with the same transform (nearest for labels)"))
+    if label.shape[0] != pred.shape[0]:
+        problems.append((f"batch size differs: label {label.shape[0]} vs prediction {pred.shape[0]}",
+                         "check the collate function and that label and image come from the same sample"))
+    if layout.startswith("index") and label.numel():
+        t = label.detach()
+        if t.is_floating_point() and not torch.equal(t, t.round()):
+            problems.append(("index label holds non-integer values (interpolated with a non-nearest mode?)",
+                             "resample labels with mode='nearest'"))
+        tt = t if ignore_index is None else t[t != ignore_index]
+        if tt.numel():
+            mn, mx = (float(v) for v in torch.stack([tt.min().float(), tt.max().float()]).tolist())
+            values.update(label_min=_num(mn), label_max=_num(mx), label_values=_histogram(t))
+            real = int(mx) + 1
+            if mn < 0:
+                problems.append((f"negative label values (min {_num(mn)})", "remap labels into [0, C)"))
+            if mx >= channels and channels > 1:
+                problems.append((f"label values go up to {_num(mx)} but the prediction has {channels} channels",
+                                 f"use a head with at least {real} outputs, or remap labels (255 -> ignore)"))
+    elif layout == "one-hot" and label.numel():
+        sums = label.detach().float().sum(1)
+        mn, mx = torch.stack([sums.min(), sums.max()]).tolist()
+        values["onehot_sum_range"] = [_num(mn), _num(mx)]
+        if not (mn == 1 and mx == 1):
+            problems.append((f"one-hot label channels sum to [{_num(mn)}, {_num(mx)}] per voxel instead of 1",
+                             "build the one-hot with the real class count and no ignore labels"))
+    if real is not None:
+        values["real_class_count"] = real
+    if num_classes is not None and num_classes != channels:
+        problems.append((f"num_classes={num_classes} but the prediction has {channels} channels",
+                         f"set num_classes={channels} or change the head to {num_classes} outputs"))
+    if to_onehot is not None:
+        if to_onehot != channels:
+            problems.append((f"to_onehot={to_onehot} but the prediction has {channels} channels",
+                             f"AsDiscrete(to_onehot={channels})"))
+        if real is not None and real > to_onehot:
+            problems.append((f"labels reach {real - 1}, beyond to_onehot={to_onehot}", f"to_onehot must be >= {real}"))
+    if to_onehot_y is True and layout == "one-hot":
+        problems.append(("to_onehot_y=True but the label is already one-hot", "set to_onehot_y=False"))
+    if to_onehot_y is False and layout.startswith("index") and channels > 1:
+        problems.append((f"to_onehot_y=False with an index label {list(label.shape)} against {channels} channels "
+                         "('ground truth has different shape')", "set to_onehot_y=True (and softmax=True)"))
+    if softmax and channels == 1:
+        problems.append(("softmax=True on a single-channel prediction is ignored", "use sigmoid=True for one foreground class"))
+    if softmax and sigmoid:
+        problems.append(("softmax=True and sigmoid=True together", "choose one: softmax for exclusive classes"))
+    if include_background is False and channels == 1:
+        problems.append(("include_background=False with one channel removes the only class", "keep include_background=True"))
+    if layout == "index [B,1,...]" and to_onehot_y is None and channels > 1:
+        values["hint"] = "for cross_entropy squeeze the channel: label[:, 0].long()"
+    if problems:
+        return CheckResult(name="segmentation_layout", passed=False, values=values,
+                           finding="; ".join(p for p, _ in problems), fix="; ".join(f for _, f in problems))
+    return CheckResult(name="segmentation_layout", passed=True, values=values,
+                       finding=f"label {layout} {list(label.shape)} fits prediction {list(pred.shape)}"
+                               + (f" ({real} classes seen)" if real else ""))
+
+
+# -- probabilities ----------------------------------------------------------------------------------
+def check_probabilities(p: torch.Tensor, *, kind: str = "multinomial", rows_sum_positive: bool | None = None,
+                        max_positions: int = MAX_POSITIONS) -> CheckResult:
+    """Inputs of multinomial (non-negative, finite, rows with a positive sum), bernoulli / BCE ([0, 1])."""
+    name = "probabilities"
+    if not p.is_floating_point():
+        return CheckResult(name=name, passed=False, finding=f"probabilities are {p.dtype}; they must be floating point",
+                           fix="p = p.float()")
+    if p.numel() == 0:
+        return CheckResult(name=name, passed=True, finding="empty tensor")
+    t = p.detach()
+    unit = kind in ("bernoulli", "bce", "binary_cross_entropy")
+    if rows_sum_positive is None:
+        rows_sum_positive = kind == "multinomial"
+    finite = torch.isfinite(t)
+    row_sums = t.sum(-1) if rows_sum_positive else t.new_ones(())
+    stats = torch.stack([t.nan_to_num(0, 0, 0).min(), t.nan_to_num(0, 0, 0).max(), t.isnan().sum().to(t.dtype),
+                         t.isinf().sum().to(t.dtype), (t < 0).sum().to(t.dtype), (t > 1).sum().to(t.dtype),
+                         (row_sums <= 0).sum().to(t.dtype) if rows_sum_positive else t.new_zeros(())]).tolist()
+    mn, mx, n_nan, n_inf, n_neg, n_gt1, zero_rows = stats
+    values = {"min": _num(mn), "max": _num(mx), "nan": int(n_nan), "inf": int(n_inf), "negative": int(n_neg),
+              "above_one": int(n_gt1), "shape": list(t.shape), "kind": kind}
+    if rows_sum_positive:
+        values["rows_summing_to_zero"] = int(zero_rows)
+    problems = []
+    if n_nan:
+        problems.append(f"{int(n_nan)} NaN")
+    if n_inf:
+        problems.append(f"{int(n_inf)} inf")
+    if n_neg:
+        problems.append(f"{int(n_neg)} negative (min {_num(mn)})")
+    if unit and n_gt1:
+        problems.append(f"{int(n_gt1)} above 1 (max {_num(mx)})")
+    if rows_sum_positive and zero_rows:
+        problems.append(f"{int(zero_rows)} rows summing to <= 0")
+    if not problems:
+        rng = "[0, 1]" if unit else "[0, inf)"
+        return CheckResult(name=name, passed=True, values=values,
+                           finding=f"all {t.numel()} values finite and in {rng} (min {_num(mn)}, max {_num(mx)})")
+    bad = ~finite | (t < 0) | ((t > 1) if unit else torch.zeros_like(finite))
+    if unit and (mn < 0 or mx > 1):
+        fix = "these look like logits: apply sigmoid first, or use BCEWithLogitsLoss / bernoulli(logits=...)"
+    elif n_nan or n_inf:
+        fix = "NaN/inf came from upstream: check the loss scale, log of 0, division by zero; torch.autograd.set_detect_anomaly(True)"
+    elif rows_sum_positive and zero_rows:
+        fix = "a row of all zeros (every option masked out): keep at least one positive entry or add a small epsilon"
+    else:
+        fix = "use softmax(logits) (not raw logits) as probabilities, or torch.distributions.Categorical(logits=...)"
+    return CheckResult(name=name, passed=False, values=values, positions=_positions(bad, max_positions),
+                       offending=_offending(t, bad)[0] if bad.any() else [],
+                       finding=f"{kind} input has " + ", ".join(problems), fix=fix)
+
+
+def check_bce_inputs(input: torch.Tensor, target: torch.Tensor | None = None) -> CheckResult:  # noqa: A002 - torch's name
+    """BCELoss wants probabilities in [0, 1] for input and target; logits need BCEWithLogitsLoss."""
+    res = check_probabilities(input, kind="bce")
+    res.name = "bce_inputs"
+    if res.passed and target is not None:
+        tres = check_probabilities(target.float() if not target.is_floating_point() else target, kind="bce")
+        if not tres.passed:
+            tres.name = "bce_inputs"
+            tres.finding = "target: " + tres.finding
+            tres.fix = "BCE targets must lie in [0, 1]: binarise masks (mask > 0).float(), not 255-valued images"
+            return tres
+    return res
+
+
+# -- devices and dtypes -------------------------------------------------------------------------------
+def _tensors_in(obj: Any, path: str) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _tensors_in(v, f"{path}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _tensors_in(v, f"{path}[{i}]")
+
+
+def check_devices(module: torch.nn.Module, *inputs: Any, **named: Any) -> CheckResult:
+    """Where every parameter, buffer and input lives; more than one device is the mismatch."""
+    by_device: dict[str, list[str]] = {}
+    for kind, items in (("parameter", module.named_parameters()), ("buffer", module.named_buffers())):
+        for pname, t in items:
+            by_device.setdefault(str(t.device), []).append(f"{kind} {pname}")
+    module_devices = sorted(by_device)
+    for path, t in _chain_iters(inputs, named):
+        by_device.setdefault(str(t.device), []).append(path)
+    values = {dev: {"count": len(names), "examples": names[:5]} for dev, names in by_device.items()}
+    if len(by_device) <= 1:
+        dev = next(iter(by_device), "no tensors")
+        return CheckResult(name="devices", passed=True, values=values, finding=f"model and inputs all on {dev}")
+    parts = [f"{dev}: {len(n)} ({', '.join(n[:3])}{', ...' if len(n) > 3 else ''})" for dev, n in by_device.items()]
+    target = module_devices[0] if len(module_devices) == 1 else "one device"
+    return CheckResult(name="devices", passed=False, values=values, finding="tensors on several devices: " + "; ".join(parts),
+                       fix=f"move everything to {target}: model.to(device) once, and x.to(device) for every input and target")
+
+
+def _chain_iters(inputs: tuple[Any, ...], named: dict[str, Any]) -> Iterable[tuple[str, torch.Tensor]]:
+    for i, x in enumerate(inputs):
+        yield from _tensors_in(x, f"input {i}")
+    for k, v in named.items():
+        yield from _tensors_in(v, k)
+
+
+_INDEX_LOSSES = ("cross_entropy", "nll_loss", "nll")
+_FLOAT_LOSSES = ("bce", "binary_cross_entropy", "bce_with_logits", "mse", "l1", "smooth_l1", "dice")
+
+
+def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", input: torch.Tensor | None = None) -> CheckResult:  # noqa: A002
+    """cross_entropy/nll want int64 class indices (or float probabilities of the input's shape);
+    BCE/MSE/Dice want a floating target of the input's dtype."""
+    dt = str(target.dtype).replace("torch.", "")
+    values: dict[str, Any] = {"dtype": dt, "loss": loss}
+    if loss in _INDEX_LOSSES:
+        if target.dtype == torch.long:
+            return CheckResult(name="target_dtype", passed=True, values=values, finding="int64 class indices")
+        if target.is_floating_point() and input is not None and target.shape == input.shape:
+            return CheckResult(name="target_dtype", passed=True, values=values, finding=f"{dt} class probabilities")
+        return CheckResult(name="target_dtype", passed=False, values=values,
+                           finding=f"{loss} needs int64 class indices, the target is {dt}",
+                           fix="target = target.long()  (an index mask loaded as float/uint8 must be converted)")
+    if loss in _FLOAT_LOSSES:
+        want = input.dtype if input is not None else None
+        if target.is_floating_point() and (want is None or target.dtype == want):
+            return CheckResult(name="target_dtype", passed=True, values=values, finding=f"floating target ({dt})")
+        wname = str(want).replace("torch.", "") if want is not None else "a floating dtype"
+        return CheckResult(name="target_dtype", passed=False, values=values, finding=f"{loss} needs a {wname} target, got {dt}",
+                           fix=f"target = target.to({'input.dtype' if want is not None else 'torch.float32'})")
+    raise ValueError(f"unknown loss {loss!r}; use one of {', '.join(_INDEX_LOSSES + _FLOAT_LOSSES)}")
+
+
+def check_finite(*tensors: torch.Tensor, **named: torch.Tensor) -> CheckResult:
+    """NaN and inf counts of each tensor: where a NaN loss starts."""
+    found: dict[str, dict[str, int]] = {}
+    for path, t in _chain_iters(tensors, named):
+        if t.is_floating_point() or t.is_complex():
+            n_nan, n_inf = torch.stack([t.detach().isnan().sum(), t.detach().isinf().sum()]).tolist()
+            found[path] = {"nan": int(n_nan), "inf": int(n_inf)}
+    bad = {k: v for k, v in found.items() if v["nan"] or v["inf"]}
+    if not bad:
+        return CheckResult(name="finite", passed=True, values=found, finding=f"no NaN or inf in {len(found)} tensors")
+    return CheckResult(name="finite", passed=False, values=found,
+                       finding="; ".join(f"{k}: {v['nan']} NaN, {v['inf']} inf" for k, v in bad.items()),
+                       fix="find the first stage that produces them: kbdebug.audit(model) records nan/inf per module")
+
+
+def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = None, **named: torch.Tensor) -> CheckResult:
+    """Shape, dtype and device of each tensor, and which of them appear in the shape error."""
+    table = {path: _describe_shape(t) for path, t in _chain_iters(tensors, named)}
+    values: dict[str, Any] = {"tensors": table}
+    if not error_shapes:
+        return CheckResult(name="shapes", passed=None, values=values, finding="; ".join(f"{k} {v}" for k, v in table.items()))
+    hits = {path: list(t.shape) for path, t in _chain_iters(tensors, named) if list(t.shape) in error_shapes}
+    values["in_error"] = hits
+    if hits:
+        return CheckResult(name="shapes", passed=False, values=values,
+                           finding="the error's shapes are " + "; ".join(f"{k} {v}" for k, v in hits.items()),
+                           fix="fix the layout of the tensor named here (view/permute/squeeze) or the layer size it meets")
+    return CheckResult(name="shapes", passed=True, values=values,
+                       finding=f"none of the given tensors has a shape from the error {error_shapes}: the mismatch is elsewhere")
+
+
+# -- build and memory ---------------------------------------------------------------------------------
+def _arch_ok(cap: tuple[int, int], archs: list[str]) -> bool:
+    major, minor = cap
+    for a in archs:
+        kind, _, num = a.partition("_")
+        if not num[:2].isdigit() and not num.isdigit():
+            continue
+        digits = "".join(ch for ch in num if ch.isdigit())
+        amaj, amin = int(digits[:-1]), int(digits[-1])
+        if kind == "sm" and amaj == major and amin <= minor:
+            return True  # SASS runs on later minors of the same major
+        if kind == "compute" and (amaj, amin) <= (major, minor):
+            return True  # PTX is JIT-compiled for newer GPUs
+    return False
+
+
+def check_build() -> CheckResult:
+    """The torch build against the machine: CUDA compiled in, a device visible, kernels for its arch."""
+    values: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": None}
+    if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+        return CheckResult(name="build", passed=False, values=values,
+                           finding=f"torch {torch.__version__} is a CPU-only build: it has no CUDA kernels",
+                           fix="install a CUDA build: pip install torch --index-url https://download.pytorch.org/whl/cu128 "
+                               "(pick the CUDA version your driver supports)")
+    try:
+        values["cudnn"] = torch.backends.cudnn.version()
+    except Exception:  # noqa: BLE001 - optional detail
+        pass
+    get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+    if get_driver is not None:
+        try:
+            v = int(get_driver())
+            values["driver_cuda"] = f"{v // 1000}.{(v % 1000) // 10}" if v else None
+        except Exception:  # noqa: BLE001
+            pass
+    if not torch.cuda.is_available():
+        return CheckResult(name="build", passed=False, values=values,
+                           finding=f"CUDA {torch.version.cuda} build, but torch.cuda.is_available() is False "
+                                   f"(driver supports CUDA {values.get('driver_cuda') or 'unknown'})",
+                           fix="check nvidia-smi, CUDA_VISIBLE_DEVICES, and that the driver supports this CUDA version")
+    archs = torch.cuda.get_arch_list()
+    values["arch_list"] = archs
+    devices, bad = [], []
+    for i in range(torch.cuda.device_count()):
+        cap = torch.cuda.get_device_capability(i)
+        name = torch.cuda.get_device_name(i)
+        devices.append({"index": i, "name": name, "capability": f"sm_{cap[0]}{cap[1]}"})
+        if not _arch_ok(cap, archs):
+            bad.append(f"{name} (sm_{cap[0]}{cap[1]})")
+    values["devices"] = devices
+    if bad:
+        return CheckResult(name="build", passed=False, values=values,
+                           finding=f"no kernels for {', '.join(bad)} in this build (arch list {' '.join(archs)})",
+                           fix="install a torch build whose arch list covers the GPU (newer GPUs need a newer CUDA wheel)")
+    return CheckResult(name="build", passed=True, values=values,
+                       finding=f"torch {torch.__version__}, CUDA {torch.version.cuda}, kernels for "
+                               + ", ".join(f"{d['name']} ({d['capability']})" for d in devices))
+
+
+def largest_tensors(top: int = 10, device: str = "cuda") -> list[dict[str, Any]]:
+    """The biggest live tensors on `device`, one entry per storage."""
+    seen: dict[int, dict[str, Any]] = {}
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, torch.Tensor) and obj.device.type == device and not obj.is_meta:
+                storage = obj.untyped_storage()
+                key = storage.data_ptr()
+                size = storage.nbytes()
+                if key not in seen or seen[key]["bytes"] < size:
+                    seen[key] = {"shape": list(obj.shape), "dtype": str(obj.dtype).replace("torch.", ""),
+                                 "device": str(obj.device), "bytes": size, "requires_grad": obj.requires_grad}
+        except Exception:  # noqa: BLE001 - gc yields half-built objects
+            continue
+    return sorted(seen.values(), key=lambda d: -d["bytes"])[:top]
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def check_oom_context(top: int = 10, device: int | None = None) -> CheckResult:
+    """Memory figures and the largest live tensors, to tell a leak from a too-large batch."""
+    if not torch.cuda.is_available():
+        return CheckResult(name="oom_context", passed=None, finding="no CUDA device: memory context is read on the GPU")
+    dev = torch.cuda.current_device() if device is None else device
+    free, total = torch.cuda.mem_get_info(dev)
+    values: dict[str, Any] = {
+        "device": dev, "total": _gib(total), "free": _gib(free),
+        "allocated": _gib(torch.cuda.memory_allocated(dev)), "reserved": _gib(torch.cuda.memory_reserved(dev)),
+        "max_allocated": _gib(torch.cuda.max_memory_allocated(dev)),
+        "largest_tensors": largest_tensors(top), "summary": torch.cuda.memory_summary(dev, abbreviated=True),
+    }
+    reserved = torch.cuda.memory_reserved(dev)
+    allocated = torch.cuda.memory_allocated(dev)
+    frag = reserved - allocated
+    hints = []
+    if reserved and frag > 0.3 * reserved:
+        hints.append(f"{_gib(frag)} reserved but unallocated: try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+    grads = [t for t in values["largest_tensors"] if t["requires_grad"]]
+    if grads:
+        hints.append("large tensors that require grad are alive: do not keep losses/outputs across steps without .detach()")
+    finding = (f"GPU {dev}: {values['allocated']} allocated, {values['reserved']} reserved, {values['free']} free of "
+               f"{values['total']}; peak {values['max_allocated']}")
+    return CheckResult(name="oom_context", passed=not hints, values=values, finding=finding,
+                       fix="; ".join(hints) or "reduce batch size, use AMP (torch.autocast) or gradient checkpointing")

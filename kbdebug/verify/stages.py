@@ -1,0 +1,210 @@
+"""Stage-by-stage verification: `audit(model)` records every module's inputs and outputs, and
+names the module that failed; `describe(x)` is the one-line `tensor_debug` print."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+import torch
+from pydantic import BaseModel, Field
+
+
+class TensorStats(BaseModel):
+    shape: list[int]
+    dtype: str
+    device: str
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    nan: int = 0
+    inf: int = 0
+
+    def __str__(self) -> str:
+        s = f"[{', '.join(map(str, self.shape))}] {self.dtype} {self.device}"
+        if self.min is not None:
+            s += f" min={_fmt(self.min)} max={_fmt(self.max)}"
+        if self.mean is not None:
+            s += f" mean={_fmt(self.mean)}"
+        if self.nan or self.inf:
+            s += f" nan={self.nan} inf={self.inf}"
+        return s
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "?"
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.4g}"
+
+
+def stats(t: torch.Tensor, values: bool = True) -> TensorStats:
+    """Shape/dtype/device always; min/max/mean/nan/inf with one read-back when `values`."""
+    st = TensorStats(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", ""), device=str(t.device))
+    if not values or t.numel() == 0 or t.is_complex() or t.is_meta or t.layout != torch.strided:
+        return st
+    x = t.detach()
+    if x.dtype == torch.bool:
+        x = x.to(torch.uint8)
+    if x.is_floating_point():
+        mn, mx = torch.aminmax(x)
+        row = torch.stack([mn.float(), mx.float(), x.float().mean()]).tolist()
+        if all(v == v and abs(v) != float("inf") for v in row):  # finite min/max: no NaN/inf anywhere
+            st.min, st.max, st.mean = row
+            return st
+        finite = torch.isfinite(x)
+        xf = x.float()
+        n_fin = finite.sum()
+        mn = torch.where(finite, xf, torch.full((), float("inf"), device=x.device)).min()
+        mx = torch.where(finite, xf, torch.full((), float("-inf"), device=x.device)).max()
+        mean = torch.where(finite, xf, torch.zeros((), device=x.device)).sum() / n_fin.clamp(min=1)
+        row = torch.stack([mn, mx, mean, x.isnan().sum().float(), x.isinf().sum().float(), n_fin.float()]).tolist()
+        if row[5] > 0:
+            st.min, st.max, st.mean = row[0], row[1], row[2]
+        st.nan, st.inf = int(row[3]), int(row[4])
+    else:
+        mn, mx = torch.aminmax(x)
+        row = torch.stack([mn.double(), mx.double(), x.double().mean()]).tolist()
+        st.min, st.max, st.mean = row
+    return st
+
+
+def describe(x: Any, name: str | None = None, *, file: Any = None) -> str:
+    """Print and return one line per tensor: shape, dtype, device, min, max, mean, nan/inf."""
+    lines = []
+    for path, t in _walk(x, name or "tensor"):
+        lines.append(f"{path}: {stats(t)}")
+    if not lines:
+        lines.append(f"{name or 'value'}: {type(x).__name__} (no tensors)")
+    text = "\n".join(lines)
+    print(text, file=file or sys.stdout)
+    return text
+
+
+def _walk(obj: Any, path: str) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _walk(v, f"{path}[{k!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _walk(v, f"{path}[{i}]")
+    elif hasattr(obj, "__dataclass_fields__") or hasattr(obj, "_fields"):
+        for k in getattr(obj, "_fields", None) or obj.__dataclass_fields__:
+            yield from _walk(getattr(obj, k), f"{path}.{k}")
+
+
+class StageRecord(BaseModel):
+    index: int
+    module: str
+    type: str
+    inputs: list[TensorStats] = Field(default_factory=list)
+    outputs: list[TensorStats] = Field(default_factory=list)
+    finished: bool = False
+    finish_order: int | None = None
+    error: str | None = None
+
+    @property
+    def nonfinite(self) -> bool:
+        return any(s.nan or s.inf for s in self.outputs)
+
+
+class Audit:
+    """Forward hooks on every submodule; use `with kbdebug.audit(model) as a:` or `.remove()`.
+
+    With `sync=True` each module waits for its kernels (`torch.cuda.synchronize`), so an
+    asynchronous kernel failure is reported by the module that launched it. `values=False`
+    records only shapes/dtypes/devices (no reductions, no syncs).
+    """
+
+    def __init__(self, model: torch.nn.Module, *, sync: bool = False, values: bool = True, leaves_only: bool = False,
+                 max_records: int = 10_000) -> None:
+        self.model, self.sync, self.values, self.max_records = model, sync, values, max_records
+        self.records: list[StageRecord] = []
+        self._stack: list[StageRecord] = []
+        self._handles: list[Any] = []
+        self.failed: StageRecord | None = None
+        self._finished = 0
+        for name, mod in model.named_modules():
+            if leaves_only and any(True for _ in mod.children()):
+                continue
+            label = name or type(model).__name__
+            self._handles.append(mod.register_forward_pre_hook(self._pre(label)))
+            self._handles.append(mod.register_forward_hook(self._post(), always_call=True))
+
+    def _pre(self, name: str) -> Any:
+        def hook(mod: torch.nn.Module, args: tuple[Any, ...]) -> None:
+            rec = StageRecord(index=len(self.records), module=name, type=type(mod).__name__,
+                              inputs=[stats(t, self.values) for _, t in _walk(args, "in")])
+            self._stack.append(rec)
+            if len(self.records) < self.max_records:
+                self.records.append(rec)
+        return hook
+
+    def _post(self) -> Any:
+        def hook(mod: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+            rec = self._stack.pop() if self._stack else None
+            if rec is None:
+                return
+            if sys.exc_info()[0] is not None and output is None:  # always_call after a raise
+                self._mark_failed(rec, sys.exc_info()[1])
+                return
+            if self.sync and torch.cuda.is_available() and torch.cuda.is_initialized():
+                try:
+                    torch.cuda.synchronize()
+                except RuntimeError as err:
+                    self._mark_failed(rec, err)
+                    raise
+            rec.outputs = [stats(t, self.values) for _, t in _walk(output, "out")]
+            rec.finished = True
+            rec.finish_order = self._finished
+            self._finished += 1
+        return hook
+
+    def _mark_failed(self, rec: StageRecord, err: BaseException | None) -> None:
+        rec.error = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}" if err else "failed"
+        if self.failed is None:  # the innermost module fails first; outer ones only propagate
+            self.failed = rec
+
+    @property
+    def first_nonfinite(self) -> StageRecord | None:
+        """The module whose output first held NaN/inf (in finishing order: the innermost origin)."""
+        bad = [r for r in self.records if r.finished and r.nonfinite]
+        return min(bad, key=lambda r: r.finish_order or 0) if bad else None
+
+    def report(self) -> str:
+        rows = []
+        for r in self.records:
+            mark = "FAILED " if r is self.failed else ("NaN/inf" if r.nonfinite else "")
+            ins = "; ".join(map(str, r.inputs)) or "-"
+            outs = "; ".join(map(str, r.outputs)) or ("-" if r.finished else "(did not finish)")
+            rows.append(f"{r.index:>4} {mark:<7} {r.module} ({r.type})\n         in:  {ins}\n         out: {outs}")
+        if self.failed is not None:
+            f = self.failed
+            rows.append(f"first failing module: {f.module} ({f.type}): {f.error}; inputs {'; '.join(map(str, f.inputs))}")
+        elif (n := self.first_nonfinite) is not None:
+            rows.append(f"first module with NaN/inf output: {n.module} ({n.type})")
+        return "\n".join(rows)
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def __enter__(self) -> Audit:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.remove()
+        if ev is not None and self.failed is not None and hasattr(ev, "add_note"):
+            f = self.failed
+            ev.add_note(f"kbdebug.audit: failed in module {f.module!r} ({f.type}) with inputs "
+                        + ("; ".join(map(str, f.inputs)) or "none"))
+
+
+def audit(model: torch.nn.Module, *, sync: bool = False, values: bool = True, leaves_only: bool = False) -> Audit:
+    """Record input/output shape, dtype, device, min/max, nan/inf per module and name the first
+    module that failed: the stage-by-stage audit and bisection, done for you."""
+    return Audit(model, sync=sync, values=values, leaves_only=leaves_only)

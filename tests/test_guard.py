@@ -1,0 +1,126 @@
+"""guard(): for each op whose CUDA kernel asserts, a KbdebugError is raised before torch's own
+error, at the calling line, with op, argument, value, position and rule."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import kbdebug  # noqa: E402
+from kbdebug import KbdebugError, guard  # noqa: E402
+from kbdebug.verify.guard_mode import DispatchGuard  # noqa: E402
+
+# name, call (last line of the lambda is the failing call), rule, argument, bad value, position
+CASES: list[tuple[str, Callable[[], object], str, str, object, list[int]]] = [
+    ("nll_loss", lambda: F.nll_loss(torch.randn(4, 10).log_softmax(1), torch.tensor([1, 2, 14, 3])),
+     "nll_target_out_of_range", "target", 14, [2]),
+    ("cross_entropy", lambda: F.cross_entropy(torch.randn(4, 10), torch.tensor([1, 255, 3, 3])),
+     "nll_target_out_of_range", "target", 255, [1]),
+    ("cross_entropy_2d", lambda: F.cross_entropy(torch.randn(2, 3, 4, 4), torch.full((2, 4, 4), 3)),
+     "nll_target_out_of_range", "target", 3, [0, 0, 0]),
+    ("gather", lambda: torch.gather(torch.randn(3, 4), 1, torch.tensor([[0, 4], [1, 1], [2, 2]])),
+     "scatter_gather_index_oob", "index", 4, [0, 1]),
+    ("scatter", lambda: torch.zeros(3, 4).scatter(1, torch.tensor([[0], [9], [1]]), 1.0),
+     "scatter_gather_index_oob", "index", 9, [1, 0]),
+    ("scatter_", lambda: torch.zeros(3, 4).scatter_(0, torch.tensor([[3]]), torch.ones(1, 1)),
+     "scatter_gather_index_oob", "index", 3, [0, 0]),
+    ("scatter_add", lambda: torch.zeros(3, 4).scatter_add(1, torch.tensor([[-1]]), torch.ones(1, 1)),
+     "scatter_gather_index_oob", "index", -1, [0, 0]),
+    ("scatter_reduce", lambda: torch.zeros(3, 4).scatter_reduce(1, torch.tensor([[4]]), torch.ones(1, 1), "amax"),
+     "scatter_gather_index_oob", "index", 4, [0, 0]),
+    ("index_select", lambda: torch.randn(5, 2).index_select(0, torch.tensor([1, 7])),
+     "embedding_index_oob", "index", 7, [1]),
+    ("embedding", lambda: torch.nn.Embedding(100, 8)(torch.tensor([[1, 2, 100]])),
+     "embedding_index_oob", "indices", 100, [0, 2]),
+    ("index", lambda: torch.randn(5)[torch.tensor([0, 5])],
+     "index_out_of_bounds", "indices[0]", 5, [1]),
+    ("index_put", lambda: torch.zeros(5).index_put_((torch.tensor([6]),), torch.ones(1), accumulate=True),
+     "index_out_of_bounds", "indices[0]", 6, [0]),
+    ("setitem", lambda: torch.zeros(4, 5).__setitem__((slice(None), torch.tensor([-6])), 1.0),
+     "index_out_of_bounds", "indices[1]", -6, [0]),
+    ("take_along_dim", lambda: torch.take_along_dim(torch.randn(3, 4), torch.tensor([[10], [0], [1]]), dim=1),
+     "scatter_gather_index_oob", "indices", 10, [0, 0]),
+    ("one_hot", lambda: F.one_hot(torch.tensor([0, 5]), num_classes=3),
+     "channel_onehot_mismatch", "input", 5, [1]),
+    ("multinomial", lambda: torch.multinomial(torch.tensor([0.5, -0.1, 0.6]), 1),
+     "invalid_probability", "input", -0.1, [1]),
+    ("binary_cross_entropy", lambda: F.binary_cross_entropy(torch.tensor([0.5, 2.5]), torch.ones(2)),
+     "bce_input_out_of_range", "input", 2.5, [1]),
+    ("bce_target", lambda: F.binary_cross_entropy(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 255.0])),
+     "bce_input_out_of_range", "target", 255, [1]),
+    ("bincount", lambda: torch.bincount(torch.tensor([2, -1])),
+     "index_out_of_bounds", "input", -1, [1]),
+]
+
+
+def call_line(fn: Callable[[], object]) -> int:
+    return inspect.getsourcelines(fn)[1]
+
+
+@pytest.mark.parametrize(("name", "fn", "rule", "arg", "value", "pos"), CASES, ids=[c[0] for c in CASES])
+def test_guard_raises_first_at_the_callers_line(name: str, fn: Callable[[], object], rule: str, arg: str,
+                                                 value: object, pos: list[int]) -> None:
+    with pytest.raises(KbdebugError) as info, guard():
+        fn()
+    err = info.value
+    assert err.rule == rule
+    assert err.facts["argument"] == arg
+    assert err.facts["bad_value"] == pytest.approx(value)
+    assert err.facts["position"] == pos
+    assert err.facts["innermost_user_frame"] == f"{__file__}:{call_line(fn)}"
+    assert f"[{rule}]" in str(err) and f"{__file__}:{call_line(fn)}" in str(err)
+    # the guard fired before torch's own check: no torch error is chained to it
+    assert err.__cause__ is None and err.__context__ is None
+    diag = kbdebug.diagnose(err)
+    assert diag.root.rule == rule and diag.root.facts["innermost_user_frame"] == err.facts["innermost_user_frame"]
+
+
+def test_without_guard_torch_raises_its_own_error_or_nothing() -> None:
+    for name, fn, *_ in CASES:
+        if name == "take_along_dim":  # torch wraps silently on CPU: only the guard catches it
+            fn()
+            continue
+        with pytest.raises((RuntimeError, IndexError, ValueError)) as info:
+            fn()
+        assert not isinstance(info.value, KbdebugError), name
+
+
+def test_ignore_index_is_honoured() -> None:
+    with guard():
+        loss = F.cross_entropy(torch.randn(4, 10), torch.tensor([1, 255, 3, 255]), ignore_index=255)
+    assert torch.isfinite(loss)
+
+
+def test_good_calls_pass_through_with_equal_results() -> None:
+    torch.manual_seed(0)
+    x, idx = torch.randn(4, 6, requires_grad=True), torch.tensor([[0, 5], [1, 1], [2, 3], [5, 0]])
+    plain = torch.gather(x, 1, idx).sum() + F.cross_entropy(x, torch.tensor([0, 1, 2, 5]))
+    plain.backward()
+    grad = x.grad.clone()
+    x.grad = None
+    with guard():
+        guarded = torch.gather(x, 1, idx).sum() + F.cross_entropy(x, torch.tensor([0, 1, 2, 5]))
+        guarded.backward()
+    assert torch.equal(plain, guarded) and torch.equal(grad, x.grad)
+
+
+def test_backward_of_nll_is_checked() -> None:
+    logp = torch.randn(3, 4).log_softmax(1)
+    target = torch.tensor([0, 9, 1])
+    with pytest.raises(KbdebugError) as info:
+        DispatchGuard.__torch_dispatch__(DispatchGuard(), torch.ops.aten.nll_loss_backward.default, (),
+                                         (torch.tensor(1.0), logp, target, None, 1, -100, torch.tensor(3.0)), {})
+    assert info.value.facts["op"] == "nll_loss_backward" and info.value.facts["bad_value"] == 9
+
+
+def test_reports_every_bad_value() -> None:
+    with pytest.raises(KbdebugError) as info, guard():
+        F.cross_entropy(torch.randn(6, 3), torch.tensor([0, 3, 255, 1, 3, -1]))
+    facts = info.value.facts
+    assert facts["bad_count"] == 4 and facts["bad_values"] == [-1, 3, 255]
+    assert facts["positions"] == [[1], [2], [4], [5]]
