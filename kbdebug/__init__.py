@@ -17,10 +17,10 @@ _LAZY = {
     "capture": "kbdebug.fdtee",
     "install": "kbdebug.hooks",
     "uninstall": "kbdebug.hooks",
-    "guard": "kbdebug.verify.guard_mode",
+    "guard": "kbdebug.verify",
     "KbdebugError": "kbdebug.errors",
-    "audit": "kbdebug.verify.stages",
-    "describe": "kbdebug.verify.stages",
+    "audit": "kbdebug.verify",
+    "describe": "kbdebug.verify",
 }
 
 

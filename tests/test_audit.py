@@ -87,3 +87,5 @@ def test_describe_one_line() -> None:
     assert text.splitlines() == ["batch['ids']: [2] int64 cpu min=3 max=7 mean=5",
                                  "batch['mask']: [2] bool cpu min=0 max=1 mean=0.5"]
     assert describe(3, file=buf) == "value: int (no tensors)"
+    logits = torch.zeros(2, 3)
+    assert describe(logits, file=buf) == "logits: [2, 3] float32 cpu min=0 max=0 mean=0"

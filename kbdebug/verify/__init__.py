@@ -9,7 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kbdebug.verify.checks import (
+try:
+    import torch  # noqa: F401
+except ImportError as exc:  # the base install has no torch; say how to get it
+    raise ImportError("kbdebug's verifier (checks, guard, audit, describe) needs torch: pip install 'kbdebug[torch]'") from exc
+
+from kbdebug.verify.checks import (  # noqa: E402
     check_bce_inputs,
     check_build,
     check_class_targets,
@@ -24,9 +29,9 @@ from kbdebug.verify.checks import (
     check_target_dtype,
     largest_tensors,
 )
-from kbdebug.verify.guard_mode import guard
-from kbdebug.verify.result import CheckResult
-from kbdebug.verify.stages import Audit, audit, describe, stats
+from kbdebug.verify.guard_mode import guard  # noqa: E402
+from kbdebug.verify.result import CheckResult  # noqa: E402
+from kbdebug.verify.stages import Audit, audit, describe, stats  # noqa: E402
 
 # Names users pass their tensors under, per role (the first one found wins).
 ALIASES: dict[str, tuple[str, ...]] = {

@@ -72,6 +72,9 @@ def stats(t: torch.Tensor, values: bool = True) -> TensorStats:
 
 def describe(x: Any, name: str | None = None, *, file: Any = None) -> str:
     """Print and return one line per tensor: shape, dtype, device, min, max, mean, nan/inf."""
+    if name is None:  # the caller's own variable name, as tensor_debug prints it
+        caller = sys._getframe(1)
+        name = next((k for k, v in caller.f_locals.items() if v is x and k.isidentifier() and not k.startswith("_")), None)
     lines = []
     for path, t in _walk(x, name or "tensor"):
         lines.append(f"{path}: {stats(t)}")
