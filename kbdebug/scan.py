@@ -25,6 +25,7 @@ MAX_REGION = 4 << 20
 HEAD_CAP = 12 << 20  # evidence kept from the start and the end of a pathological log
 TAIL_CAP = 12 << 20
 MAX_LINE = 8192
+LONG_LINE = 1 << 20  # beyond this a "line" is a tqdm stream with only \r redraws: \r counts as a line end
 
 
 class Line(NamedTuple):
@@ -73,6 +74,10 @@ class Scanner:
         base = self._base
         # only complete lines are searched, so a needle split over two reads is still found
         cut = buf.rfind(b"\n") + 1
+        if len(buf) - cut > LONG_LINE:  # no newline for a long while: end the "line" at a \r, or cut it
+            cut = max(cut, buf.rfind(b"\r") + 1)
+            if len(buf) - cut > LONG_LINE:
+                cut = len(buf) - MAX_NEEDLE
         limit = base + cut
         if limit > self._searched:
             self._search(buf, base, self._searched - base, cut)
@@ -84,7 +89,7 @@ class Scanner:
             keep_from = min(keep_from, self._open[0])
         keep_from = min(keep_from, limit)
         # keep the buffer starting at a line start, so no region can begin mid-line
-        keep_from = base + buf.rfind(b"\n", 0, keep_from - base) + 1 if keep_from > base else base
+        keep_from = base + _line_start(buf, keep_from - base) if keep_from > base else base
         self._count_lines(buf, base, keep_from)
         self._buf = buf[keep_from - base:]
         self._base = keep_from
@@ -117,9 +122,11 @@ class Scanner:
             return
         hits.sort()
         for i in hits:
-            ls = buf.rfind(b"\n", 0, i) + 1
-            le = buf.find(b"\n", i)
-            le = len(buf) if le == -1 else le + 1
+            ls = _line_start(buf, i)
+            le = buf.find(b"\n", i, i + LONG_LINE)
+            if le == -1:
+                le = buf.find(b"\r", i, i + LONG_LINE)
+            le = min(len(buf), i + LONG_LINE) if le == -1 else le + 1
             start = max(base + ls - self.back, base, self._emitted_to)
             stop = base + le + self.fwd
             if self._open and start <= self._open[1] and stop - self._open[0] <= MAX_REGION:
@@ -140,9 +147,12 @@ class Scanner:
             return
         # align to line starts so no region begins mid-line
         rel = start - base
-        if rel > 0 and buf[rel - 1 : rel] != b"\n":
+        if rel > 0 and buf[rel - 1 : rel] not in (b"\n", b"\r"):
             nl = buf.find(b"\n", rel, stop - base)
-            rel = stop - base if nl == -1 else nl + 1
+            if nl == -1 or nl - rel > LONG_LINE:
+                cr = buf.find(b"\r", rel, stop - base)
+                nl = cr if cr != -1 else (nl if nl != -1 else rel - 1)
+            rel = nl + 1
         data = buf[rel : stop - base]
         if not data:
             return
@@ -167,6 +177,21 @@ class Scanner:
             old = self._tail.popleft()
             self._tail_bytes -= len(old.data)
             self.dropped_bytes += len(old.data)
+
+
+MAX_NEEDLE = max(len(n) for n in NEEDLES)
+
+
+def _line_start(buf: bytes, pos: int) -> int:
+    """Start of the line holding buf[pos]: after the last \n, or after the last \r when the line
+    is a megabyte-long run of progress redraws, or pos itself in a line with neither."""
+    nl = buf.rfind(b"\n", max(0, pos - LONG_LINE), pos) + 1
+    if nl:
+        return nl
+    if pos <= LONG_LINE:
+        return 0
+    cr = buf.rfind(b"\r", pos - LONG_LINE, pos) + 1
+    return cr if cr else pos
 
 
 def scan_stream(stream: BinaryIO, chunk: int = CHUNK) -> list[Region]:

@@ -89,3 +89,24 @@ def test_every_needle_is_in_every_evidence_kind() -> None:
                "UserWarning: x", "[E ProcessGroupNCCL.cpp:1] Watchdog caught", "THCudaCheck FAIL error=74"]
     for sample in samples:
         assert any(n.decode() in sample for n in NEEDLES), sample
+
+
+def test_progress_redraws_without_newlines_stay_bounded() -> None:
+    """A tqdm log is often one "line" of \\r redraws; the buffer must not grow with it."""
+    from kbdebug.scan import LONG_LINE, Scanner
+
+    redraw = b"Epoch 1:  45%|####      | 4500/10000 [01:23<01:40, 54.2it/s, loss=0.123]\r"
+    chunk = redraw * (1 << 20 // len(redraw) + 1)
+    scanner = Scanner()
+    peak = 0
+    for i in range(24):
+        if i == 20:
+            scanner.feed(b"/x/Loss.cu:250: nll: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\r")
+        scanner.feed(chunk)
+        peak = max(peak, len(scanner._buf))
+    scanner.feed(b"\nRuntimeError: CUDA error: device-side assert triggered\n")
+    regions = scanner.close()
+    assert peak < 3 * LONG_LINE
+    text = "\n".join(line.text for r in regions for line in r.lines)
+    assert "Assertion `t >= 0 && t < n_classes` failed." in text
+    assert "device-side assert triggered" in text
