@@ -16,7 +16,7 @@ from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
 from kbdebug.render import fill
-from kbdebug.scan import Region, Scanner, scan_stream, scan_text
+from kbdebug.scan import Region, Scanner, scan_path, scan_text
 
 _PKG_DIR = str(Path(__file__).resolve().parent)
 
@@ -34,8 +34,7 @@ def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = 
 
 def explain(path: str | Path, *, kb_dirs: list[Path] | None = None) -> Diagnosis:
     """Diagnose a log file of any size; it is streamed, never read whole."""
-    with open(path, "rb") as fh:
-        return diagnose_regions(scan_stream(fh), str(path), kb_dirs)
+    return diagnose_regions(scan_path(path), str(path), kb_dirs)
 
 
 def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,

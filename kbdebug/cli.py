@@ -58,7 +58,7 @@ def _read_stdin(passthrough: bool):
 
 
 def _regions_for(path: str, passthrough: bool):
-    from kbdebug.scan import scan_stream
+    from kbdebug.scan import scan_path
 
     if path == "-":
         return _read_stdin(passthrough)
@@ -66,8 +66,7 @@ def _regions_for(path: str, passthrough: bool):
     if p.is_dir():
         raise InputError(f"{path}: is a directory")
     try:
-        with open(p, "rb") as fh:
-            return scan_stream(fh)
+        return scan_path(p)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from kbdebug.scan import NEEDLES, Scanner, iter_lines, scan_bytes, scan_stream
 
 
@@ -110,3 +112,59 @@ def test_progress_redraws_without_newlines_stay_bounded() -> None:
     text = "\n".join(line.text for r in regions for line in r.lines)
     assert "Assertion `t >= 0 && t < n_classes` failed." in text
     assert "device-side assert triggered" in text
+
+
+def _noise(n: int, seed: int) -> bytes:
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        r = rnd.random()
+        if r < 0.5:
+            out.append(f"Epoch 1: {i % 100}%|{'#' * (i % 20):<20}| {i}/9999 [00:01<00:02, 9.1it/s]\r".encode())
+        elif r < 0.97:
+            out.append(f"2024-01-01 12:00:00,593 INFO step {i} loss {rnd.random():.4f}\n".encode())
+        elif r < 0.98:
+            out.append(b"/x/Loss.cu:250: nll: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
+        elif r < 0.99:
+            out.append(b"RuntimeError: CUDA error: device-side assert triggered\r\n")
+        else:
+            out.append(b"UserWarning: something \xff\xfe odd\n" + b"x" * rnd.randint(0, 3_000_000) + b"\n")
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_grep_prefilter_gives_the_same_regions_as_streaming(tmp_path, monkeypatch, seed: int) -> None:
+    import shutil
+
+    from kbdebug import scan
+
+    if shutil.which("grep") is None:
+        pytest.skip("no grep on PATH")
+    path = tmp_path / "log.txt"
+    data = _noise(4000, seed) + b"filler line\n" * 200_000 + _noise(300, seed + 10)
+    path.write_bytes(data)
+    monkeypatch.setattr(scan, "GREP_MIN", 0)
+    assert scan.grep_hits(path) is not None
+    with open(path, "rb") as fh:
+        streamed = scan.scan_stream(fh)
+    prefiltered = scan.scan_path(path)
+    # region edges may fall a line apart; every evidence line is found, with its number and text
+    assert evidence(prefiltered) == evidence(streamed)
+    assert len(evidence(streamed)) > 50
+    monkeypatch.setenv("KBDEBUG_NO_GREP", "1")
+    assert scan.grep_hits(path) is None and scan.scan_path(path) == streamed
+
+
+def evidence(regions: list) -> set[tuple[int, str]]:
+    return {(ln.no, ln.text) for ln in iter_lines(regions) if any(n.decode() in ln.text for n in NEEDLES)}
+
+
+def test_redraw_segments_are_not_rejoined_as_wrapped_lines() -> None:
+    bars = b"".join(f"Epoch 1: {p:3d}%|{'#' * (p // 5):<20}| {p}/100 [00:01<00:02, 9.1it/s, loss=0.5]\r".encode()
+                    for p in range(0, 60, 2))
+    data = bars + b"RuntimeError: CUDA error: device-side assert triggered\n"
+    lines = texts(data)
+    assert "RuntimeError: CUDA error: device-side assert triggered" in lines
+    assert all(len(t) < 100 for t in lines)

@@ -62,16 +62,37 @@ _MSG_ANCHOR = re.compile(
     r"|index -?\d+ is out of bounds for dimension|Expected all tensors to be on the same device|Input type \("
     r"|invalid device ordinal|CUDA-capable device|no CUDA GPUs are available|Found no NVIDIA driver|CUDA driver version is insufficient"
     r"|forward compatibility was attempted|Torch not compiled with CUDA|The NVIDIA driver on your system is too old"
-    r"|\S+ does not have a deterministic implementation|Deterministic behavior was enabled|Function '[^']+' returned nan"
+    r"|Deterministic behavior was enabled|Function '[^']+' returned nan"
     r"|[Ll]oss (?:is|=|became|went to) (?:nan|NaN|inf)|probability tensor contains|invalid multinomial distribution"
     r"|ground truth has|labels should have a channel|the number of classes for One-Hot|single channel prediction"
-    r"|the number of dimensions for input and target|\S.*? with CUDA capability sm_|The current PyTorch install supports"
+    r"|the number of dimensions for input and target|The current PyTorch install supports"
 )
 _CARETS = frozenset("^~ ")
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
 _SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]*?--tool[ =](\w+)")
 _SAN_CMD = re.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
+
+
+_LAST_TOKEN = re.compile(r"\S+$")
+
+
+def _message_start(text: str) -> int | None:
+    """Where the first message template starts. Two templates begin with a free-form token (an op
+    name, a GPU name); they are found by their literal part, so the search stays linear."""
+    m = _MSG_ANCHOR.search(text)
+    best = m.start() if m else None
+    k = text.find(" does not have a deterministic implementation")
+    if k > 0:
+        tok = _LAST_TOKEN.search(text, 0, k)
+        if tok and (best is None or tok.start() < best):
+            best = tok.start()
+    k = text.find(" with CUDA capability sm_")
+    if k > 0:
+        first = len(text) - len(text.lstrip())
+        if first < k and (best is None or first < best):
+            best = first
+    return best
 
 
 def _int(text: str | None) -> int | None:
@@ -296,9 +317,9 @@ class Assembler:
             self.oom(line)
         if _DIST_HINT.search(text) or (self.elastic is not None and _TABLE_KEY.match(text)) or text.strip() == "[0]:":
             self.distributed(line)
-        for m in _MSG_ANCHOR.finditer(text):
-            self.message(line, text[m.start():])
-            break
+        start = _message_start(text)
+        if start is not None:
+            self.message(line, text[start:])
 
     # -- python tracebacks -----------------------------------------------------------------------
     def traceback(self, line: Line) -> bool:
