@@ -4,12 +4,13 @@ only small summaries, never changes its inputs, and returns a `CheckResult` with
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from kbdebug.verify.result import CheckResult
+from kbdebug.verify.stages import walk_tensors
 
 MAX_POSITIONS = 10
 HISTOGRAM = 20
@@ -317,17 +318,6 @@ def check_bce_inputs(input: torch.Tensor, target: torch.Tensor | None = None) ->
 
 
 # -- devices and dtypes -------------------------------------------------------------------------------
-def _tensors_in(obj: Any, path: str) -> Iterator[tuple[str, torch.Tensor]]:
-    if isinstance(obj, torch.Tensor):
-        yield path, obj
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _tensors_in(v, f"{path}[{k!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            yield from _tensors_in(v, f"{path}[{i}]")
-
-
 def check_devices(module: torch.nn.Module, *inputs: Any, **named: Any) -> CheckResult:
     """Where every parameter, buffer and input lives; more than one device is the mismatch."""
     by_device: dict[str, list[str]] = {}
@@ -349,9 +339,9 @@ def check_devices(module: torch.nn.Module, *inputs: Any, **named: Any) -> CheckR
 
 def _chain_iters(inputs: tuple[Any, ...], named: dict[str, Any]) -> Iterable[tuple[str, torch.Tensor]]:
     for i, x in enumerate(inputs):
-        yield from _tensors_in(x, f"input {i}")
+        yield from walk_tensors(x, f"input {i}")
     for k, v in named.items():
-        yield from _tensors_in(v, k)
+        yield from walk_tensors(v, k)
 
 
 _INDEX_LOSSES = ("cross_entropy", "nll_loss", "nll")

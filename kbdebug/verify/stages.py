@@ -76,7 +76,7 @@ def describe(x: Any, name: str | None = None, *, file: Any = None) -> str:
         caller = sys._getframe(1)
         name = next((k for k, v in caller.f_locals.items() if v is x and k.isidentifier() and not k.startswith("_")), None)
     lines = []
-    for path, t in _walk(x, name or "tensor"):
+    for path, t in walk_tensors(x, name or "tensor"):
         lines.append(f"{path}: {stats(t)}")
     if not lines:
         lines.append(f"{name or 'value'}: {type(x).__name__} (no tensors)")
@@ -85,18 +85,19 @@ def describe(x: Any, name: str | None = None, *, file: Any = None) -> str:
     return text
 
 
-def _walk(obj: Any, path: str) -> Iterator[tuple[str, torch.Tensor]]:
+def walk_tensors(obj: Any, path: str) -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor inside nested lists, tuples, dicts, dataclasses and named tuples, with its path."""
     if isinstance(obj, torch.Tensor):
         yield path, obj
     elif isinstance(obj, dict):
         for k, v in obj.items():
-            yield from _walk(v, f"{path}[{k!r}]")
+            yield from walk_tensors(v, f"{path}[{k!r}]")
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            yield from _walk(v, f"{path}[{i}]")
+            yield from walk_tensors(v, f"{path}[{i}]")
     elif hasattr(obj, "__dataclass_fields__") or hasattr(obj, "_fields"):
         for k in getattr(obj, "_fields", None) or obj.__dataclass_fields__:
-            yield from _walk(getattr(obj, k), f"{path}.{k}")
+            yield from walk_tensors(getattr(obj, k), f"{path}.{k}")
 
 
 class StageRecord(BaseModel):
@@ -140,7 +141,7 @@ class Audit:
     def _pre(self, name: str) -> Any:
         def hook(mod: torch.nn.Module, args: tuple[Any, ...]) -> None:
             rec = StageRecord(index=len(self.records), module=name, type=type(mod).__name__,
-                              inputs=[stats(t, self.values) for _, t in _walk(args, "in")])
+                              inputs=[stats(t, self.values) for _, t in walk_tensors(args, "in")])
             self._stack.append(rec)
             if len(self.records) < self.max_records:
                 self.records.append(rec)
@@ -160,7 +161,7 @@ class Audit:
                 except RuntimeError as err:
                     self._mark_failed(rec, err)
                     raise
-            rec.outputs = [stats(t, self.values) for _, t in _walk(output, "out")]
+            rec.outputs = [stats(t, self.values) for _, t in walk_tensors(output, "out")]
             rec.finished = True
             rec.finish_order = self._finished
             self._finished += 1
