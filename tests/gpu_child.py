@@ -47,6 +47,16 @@ def main() -> None:
                 diag = kbdebug.diagnose(exc)
         print(json.dumps(diag.to_json()))
         return
+    if mode == "audit":
+        model = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 2)).to(DEV)
+        with kbdebug.audit(model, sync=True) as audit:
+            try:
+                model(torch.tensor([[1, 2, 150]], device=DEV)).sum().item()
+            except RuntimeError:
+                pass
+        failed = audit.failed
+        print(json.dumps({"module": failed.module if failed else None, "type": failed.type if failed else None}))
+        return
     try:
         with kbdebug.guard():
             trigger(case)

@@ -108,6 +108,29 @@ def test_guard_on_cuda_names_the_op_line(case: str) -> None:
     assert out["facts"]["innermost_user_frame"] == f"{CHILD}:{line_of(f'# OP-LINE {case}')}"
 
 
+def test_audit_with_sync_names_the_module_whose_kernel_asserted() -> None:
+    res = subprocess.run([sys.executable, str(CHILD), "embedding", "audit"], capture_output=True, text=True, timeout=180,
+                         env=env())
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out == {"module": "0", "type": "Embedding"}
+
+
+def test_build_and_oom_context_on_the_gpu() -> None:
+    from kbdebug.verify import check_build, check_oom_context, describe
+
+    build = check_build()
+    assert build.passed is True, build.finding
+    assert build.values["devices"][0]["capability"].startswith("sm_")
+    big = torch.empty(64, 1024, 1024, device="cuda")  # 256 MiB, the largest tensor alive
+    ctx = check_oom_context()
+    assert ctx.passed is not None
+    assert ctx.values["largest_tensors"][0]["shape"] == [64, 1024, 1024]
+    assert "allocated" in ctx.finding
+    assert describe(big[:1, :1, :4].fill_(2.0), "x") == "x: [1, 1, 4] float32 cuda:0 min=2 max=2 mean=2"
+    del big
+
+
 def test_compute_sanitizer_on_an_out_of_bounds_kernel(tmp_path: Path) -> None:
     from kbdebug.runner import find_sanitizer
 
