@@ -154,7 +154,7 @@ def run_cmd(
     results = [(first, diag)]
     out = sys.stderr
     if not diag.incidents:
-        if first.returncode != 0:
+        if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
             out.write(f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause\n")
     else:
         out.write(render([diag], fmt, color=color))

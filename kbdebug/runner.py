@@ -25,6 +25,7 @@ SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
                   if hasattr(signal, n))
+PIPE_GRACE = 2.0  # seconds to drain the pipes after the child exits
 MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
 
 
@@ -82,12 +83,18 @@ def _write_all(fd: int, data: bytes) -> bool:
 
 
 class _Pump(threading.Thread):
-    """Copy one of the child's pipes to our fd, a save file, and (line by line) the scanner."""
+    """Copy one of the child's pipes to our fd, a save file, and (line by line) the scanner.
 
-    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[IO[bytes]]) -> None:
+    Saving and scanning happen under `lock`, which `run_once` also takes to detach the pump when
+    the child has exited but a grandchild still holds the pipe open.
+    """
+
+    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[IO[bytes]],
+                 lock: threading.Lock) -> None:
         super().__init__(daemon=True)
-        self.src, self.dest_fd, self.feed, self.saves = src, dest_fd, feed, saves
+        self.src, self.dest_fd, self.feed, self.saves, self.lock = src, dest_fd, feed, saves, lock
         self.echo = True
+        self.detached = False
 
     def run(self) -> None:
         fd = self.src.fileno()
@@ -103,18 +110,22 @@ class _Pump(threading.Thread):
                 break
             if self.echo:
                 self.echo = _write_all(self.dest_fd, data)
-            for save in self.saves:
-                save.write(data)
-            partial += data
-            cut = partial.rfind(b"\n") + 1
-            if cut:
-                self.feed(partial[:cut])
-                partial = partial[cut:]
-            if len(partial) > MAX_PARTIAL:
+            with self.lock:
+                if self.detached:
+                    continue
+                for save in self.saves:
+                    save.write(data)
+                partial += data
+                cut = partial.rfind(b"\n") + 1
+                if cut:
+                    self.feed(partial[:cut])
+                    partial = partial[cut:]
+                if len(partial) > MAX_PARTIAL:
+                    self.feed(partial + b"\n")
+                    partial = b""
+        with self.lock:
+            if partial and not self.detached:
                 self.feed(partial + b"\n")
-                partial = b""
-        if partial:
-            self.feed(partial + b"\n")
 
 
 def _keyboard_signal_reaches_child() -> bool:
@@ -133,9 +144,8 @@ def run_once(cmd: list[str], env: dict[str, str], save: Path | None = None, tag:
     scanner = Scanner()
     lock = threading.Lock()
 
-    def feed(data: bytes) -> None:
-        with lock:
-            scanner.feed(data)
+    def feed(data: bytes) -> None:  # called with `lock` held
+        scanner.feed(data)
 
     files: list[IO[bytes]] = []
     saves_out: list[IO[bytes]] = []
@@ -156,7 +166,7 @@ def run_once(cmd: list[str], env: dict[str, str], save: Path | None = None, tag:
             f.close()
         raise RunError(f"{cmd[0]}: permission denied", 126) from None
     assert proc.stdout is not None and proc.stderr is not None
-    pumps = [_Pump(proc.stdout, out_fd, feed, saves_out), _Pump(proc.stderr, err_fd, feed, saves_err)]
+    pumps = [_Pump(proc.stdout, out_fd, feed, saves_out, lock), _Pump(proc.stderr, err_fd, feed, saves_err, lock)]
     for p in pumps:
         p.start()
 
@@ -177,16 +187,22 @@ def run_once(cmd: list[str], env: dict[str, str], save: Path | None = None, tag:
                 pass
     try:
         rc = proc.wait()
-        for p in pumps:
-            p.join()
+        for p in pumps:  # a daemon grandchild may keep the pipe open: do not wait for it forever
+            p.join(PIPE_GRACE)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for f in files:
-            f.close()
-        proc.stdout.close()
-        proc.stderr.close()
-    return RunResult(returncode=128 - rc if rc < 0 else rc, regions=scanner.close(), env=env)
+        with lock:
+            for p in pumps:
+                p.detached = p.is_alive()
+            for f in files:
+                f.close()
+        if not any(p.is_alive() for p in pumps):
+            proc.stdout.close()
+            proc.stderr.close()
+    with lock:
+        regions = scanner.close()
+    return RunResult(returncode=128 - rc if rc < 0 else rc, regions=regions, env=env)
 
 
 def needs_rerun(diag: Any) -> bool:

@@ -153,6 +153,15 @@ def test_child_killed_by_signal_gives_128_plus_n(tmp_path: Path) -> None:
     assert kb_run("--", sys.executable, child).returncode == 128 + 9
 
 
+def test_a_grandchild_holding_the_pipe_does_not_hang_the_run(tmp_path: Path) -> None:
+    child = script(tmp_path, "import subprocess, sys\nsubprocess.Popen(['sleep', '30'])\nprint('bye')\nsys.exit(3)\n")
+    start = time.monotonic()
+    res = kb_run("--", sys.executable, child, timeout=25)
+    assert res.returncode == 3
+    assert res.stdout == "bye\n"
+    assert time.monotonic() - start < 20
+
+
 def test_command_not_found() -> None:
     res = kb_run("--", "no-such-command-kbdebug")
     assert res.returncode == 127
