@@ -206,3 +206,37 @@ def test_sanitizer_report_is_diagnosed(tmp_path: Path) -> None:
 def test_no_command_is_a_usage_error() -> None:
     res = kb_run()
     assert res.returncode == 2
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX pty")
+def test_asks_before_rerunning_on_a_tty(tmp_path: Path) -> None:
+    import pty
+    import select
+
+    child = script(tmp_path, ASYNC_CHILD)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update(env())
+        os.execv(sys.executable, [*KBDEBUG, "--", sys.executable, child])
+    out = b""
+    answered = False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+        if not answered and b"re-run once with CUDA_LAUNCH_BLOCKING=1" in out:
+            os.write(fd, b"y\n")
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    assert answered, out[-2000:]
+    assert os.waitstatus_to_exitcode(status) == 3
+    assert b"CUDA_LAUNCH_BLOCKING=1\r\n" in out or b"CUDA_LAUNCH_BLOCKING=1\n" in out
+    assert b"nll_target_out_of_range at train.py:7" in out
