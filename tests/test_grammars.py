@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kbdebug.parse.grammar import GRAMMARS, first_alt, parse
@@ -119,6 +121,22 @@ MESSAGES = {
     "monai_ndim": "the number of dimensions for input and target should be the same, got shape torch.Size([2, 3]) and torch.Size([2]).",
     "arch_incompatible": "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.",
     "arch_supported": "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 sm_86 sm_90.",
+    "target_size_nd": "Expected target size [2, 4, 4, 4], got [2, 1, 4, 4, 4]",
+    "device_expected": "Tensor on device cpu is not on the expected device meta!",
+    "broadcast_fake": "Attempting to broadcast a dimension of length 3 at -1! Mismatching argument at index 1 had torch.Size([2, 3]); but expected shape should be broadcastable to [2, 4]",
+    "expand": "The expanded size of the tensor (3) must match the existing size (4) at non-singleton dimension 1.  Target sizes: [2, 3].  Tensor sizes: [2, 4]",
+    "cat_sizes": "Sizes of tensors must match except in dimension 1. Expected size 32 but got size 31 for tensor number 1 in the list.",
+    "matmul_dim": "mat1 dim 1 must match mat2 dim 0",
+    "conv_dims": "Expected 4-dimensional input for 4-dimensional weight [64, 3, 7, 7], but got 3-dimensional input of size [3, 224, 224] instead",
+    "conv_input": "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [2, 1, 3, 32, 32]",
+    "device_fake": "Unhandled FakeTensor Device Propagation for aten.mm.default, found two different devices cuda:0, cpu",
+    "device_type_old": "Expected object of device type cuda but got device type cpu for argument #1 'self' in call to _th_index_select",
+    "spatial_sizes": "input and target batch or spatial sizes don't match: target [2, 4, 4], input [2, 14, 5, 5]",
+    "nll_sizes": "size mismatch (got input: [4, 10], target: [5])",
+    "gpu_too_old": "Found GPU0 Tesla K80 which is of cuda capability 3.7.",
+    "bernoulli_p": "Expected p_in >= 0 && p_in <= 1 to be true, but got false.",
+    "cudnn_engine": "GET was unable to find an engine to execute this computation",
+    "driver_oom": "CUDA driver error: out of memory",
 }
 
 OOM = [
@@ -140,6 +158,15 @@ def test_message_templates(template: str, line: str) -> None:
     tree = parse("messages", line)
     assert tree is not None
     assert first_alt(tree).data == template
+
+
+def test_every_message_template_has_an_example() -> None:
+    from kbdebug._resources import data_dir
+
+    text = (data_dir("grammars") / "messages.lark").read_text()
+    start = text[text.index("start:"):text.index(") REST?")]
+    alternatives = set(re.findall(r"[a-z_0-9]+", start.split("(", 1)[1]))
+    assert alternatives == set(MESSAGES)
 
 
 @pytest.mark.parametrize("line", OOM)

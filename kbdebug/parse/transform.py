@@ -54,7 +54,12 @@ _CUDA_HINT = re.compile(
 )
 _DIST_HINT = re.compile(r"NCCL|Watchdog|watchdog|Root Cause|Other Failures")
 _MSG_ANCHOR = re.compile(
-    r"The size of tensor a|mat1 and mat2 shapes|a and b must have same reduction|size mismatch, m1|Given (?:groups|transposed)="
+    r"The size of tensor a|Attempting to broadcast a dimension|The expanded size of the tensor|Sizes of tensors must match except"
+    r"|mat1 dim \d+ must match|Expected \d+-dimensional input for|Expected \d+D \(unbatched\)|Unhandled FakeTensor Device"
+    r"|Expected object of device type|input and target batch or spatial sizes|size mismatch \(got input|Found GPU\s*\d* "
+    r"|Expected p_in >= 0|expects p to be in \[0, 1\]|(?:GET|FIND) was unable to find an engine|CUDA driver error: out of memory"
+    r"|num_classes should be positive|Can not infer total number of classes|mat1 and mat2 shapes"
+    r"|a and b must have same reduction|size mismatch, m1|Given (?:groups|transposed)="
     r"|Expected input batch_size|only batches of spatial|(?:0D or )?1D target tensor expected|multi-target not supported"
     r"|Target size \(|Expected target size|Tensor on device \S+ is not on the expected device|Using a target size"
     r"|expected scalar type|Expected object of scalar type|\"[^\"]+\" not implemented for"
@@ -612,10 +617,27 @@ class Assembler:
         shapes = [[int(x) for x in tokens(s, "INT")] for s in alt.find_data("shape")]
         ints = [int(str(c)) for c in alt.children if getattr(c, "type", None) in ("INT", "SIGNED")]
         words = [str(c).strip("\"'") for c in alt.children if getattr(c, "type", None) in
-                 ("WORD", "DEVICE", "TENSOR_TYPE", "OP_NAME", "FN_NAME", "QUOTED_NAME", "CONV_KIND", "ARCH", "GPU_NAME")]
+                 ("WORD", "DEVICE", "TENSOR_TYPE", "OP_NAME", "ATEN_OP", "FN_NAME", "QUOTED_NAME", "CONV_KIND", "ARCH", "GPU_NAME")]
         values: dict = {}
         if template == "broadcast":
             values = {"size_a": ints[0], "size_b": ints[1], "dim": ints[2]}
+        elif template == "broadcast_fake" and len(shapes) == 2:
+            values = {"size_a": ints[0], "dim": ints[1], "argument_index": ints[2]}
+        elif template == "expand":
+            values = {"size_a": ints[0], "size_b": ints[1], "dim": ints[2]}
+        elif template == "cat_sizes":
+            values = {"dim": ints[0], "size_a": ints[1], "size_b": ints[2], "tensor_number": ints[3]}
+        elif template == "matmul_dim":
+            values = {"mat1_dim": ints[0], "mat2_dim": ints[1]}
+        elif template == "conv_dims":
+            values = {"expected_dims": ints[0], "weight_dims": ints[1], "got_dims": ints[2]}
+        elif template == "conv_input":
+            values = {"op": words[0]}
+        elif template in ("device_fake", "device_type_old"):
+            devs = [w for w in words if w != (words[0] if template == "device_fake" else None)]
+            values = {"device_a": devs[-2], "device_b": devs[-1]} if len(devs) >= 2 else {}
+            if template == "device_fake":
+                values["op"] = words[0]
         elif template == "matmul":
             shapes = [[ints[0], ints[1]], [ints[2], ints[3]]]
         elif template == "conv":
