@@ -147,3 +147,61 @@ def test_user_rule_directory_adds_and_overrides(tmp_path: Path, monkeypatch: pyt
     assert diagnose_text(log, kb_dirs=[tmp_path]).root.rule == "dataloader_worker_died"
     monkeypatch.setenv("KBDEBUG_KNOWLEDGE", str(tmp_path))
     assert diagnose_text(log).root.rule == "dataloader_worker_died"
+
+
+# One line per message wording (old and new PyTorch, FakeTensor, MONAI...): the rule it names
+# inside an ordinary traceback.
+MESSAGE_RULES = [
+ ("RuntimeError: Attempting to broadcast a dimension of length 3 at -1! Mismatching argument at index 1 had torch.Size([2, 3]); but expected shape should be broadcastable to [2, 4]", "broadcast_shape_mismatch"),
+ ("RuntimeError: Unhandled FakeTensor Device Propagation for aten.mm.default, found two different devices cuda:0, cpu", "device_mismatch"),
+ ("RuntimeError: input and target batch or spatial sizes don't match: target [2, 4, 4], input [2, 14, 5, 5]", "target_shape_mismatch"),
+ ("ValueError: Expected input batch_size (4) to match target batch_size (3).", "batch_size_mismatch"),
+ ("RuntimeError: size mismatch (got input: [4, 10], target: [5])", "batch_size_mismatch"),
+ ("UserWarning: Found GPU0 Tesla K80 which is of cuda capability 3.7.\n    PyTorch no longer supports this GPU because it is too old.\n    The minimum cuda capability supported by this library is 5.0.", "no_kernel_image"),
+ ("UserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non supported HW (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:109.)", "driver_error"),
+ ("RuntimeError: Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be improved?  If so, please report an enhancement request to PyTorch.)", "invalid_probability"),
+ ("RuntimeError: num_classes should be positive", "channel_onehot_mismatch"),
+ ("RuntimeError: Class values must be non-negative.", "channel_onehot_mismatch"),
+ ("RuntimeError: GET was unable to find an engine to execute this computation", "cudnn_failure"),
+ ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", "cuda_oom"),
+ ("RuntimeError: cuDNN error: CUDNN_STATUS_MAPPING_ERROR", "cudnn_failure"),
+ ("RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] Watchdog caught collective operation timeout", "nccl_error"),
+ ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.14.3\nncclUnhandledCudaError: Call to CUDA function failed.", "nccl_error"),
+ ("RuntimeError: \"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Int'", "target_shape_mismatch"),
+ ("RuntimeError: CUDA error: an illegal instruction was encountered", "launch_failure"),
+ ("RuntimeError: CUDA error: invalid configuration argument", "launch_failure"),
+ ("RuntimeError: CUDA error: out of memory", "cuda_oom"),
+ ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.79 GiB total capacity; 6.52 GiB already allocated; 9.50 MiB free; 6.63 GiB reserved in total by PyTorch)", "cuda_oom"),
+ ("RuntimeError: CUDA driver error: out of memory", "cuda_oom"),
+ ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "invalid_device"),
+ ("RuntimeError: Expected all tensors to be on the same device, but got mat2 is on cpu, different from other tensors on cuda:0 (when checking argument in method wrapper_CUDA_mm)", "device_mismatch"),
+ ("RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same or input should be a MKLDNN tensor and weight is a dense tensor", "device_mismatch"),
+ ("RuntimeError: Input type (CUDAFloatType) and weight type (CPUFloatType) should be the same", "device_mismatch"),
+ ("RuntimeError: Expected object of device type cuda but got device type cpu for argument #1 'self' in call to _th_index_select", "device_mismatch"),
+ ("RuntimeError: CUDA error: unknown error", "other"),
+ ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "cudnn_failure"),
+ ("RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling `cublasSgemmStridedBatched( handle, opa, opb, m, n, k, &alpha, a, lda, stridea, b, ldb, strideb, &beta, c, ldc, stridec, num_batches)`", "cublas_failure"),
+ ("RuntimeError: Deterministic behavior was enabled with either `torch.use_deterministic_algorithms(True)` or `at::Context::setDeterministicAlgorithms(true)`, but this operation is not deterministic because it uses CuBLAS and you have CUDA >= 10.2.", "deterministic_unsupported"),
+ ("RuntimeError: adaptive_avg_pool2d_backward_cuda does not have a deterministic implementation, but you set 'torch.use_deterministic_algorithms(True)'.", "deterministic_unsupported"),
+ ("RuntimeError: Function 'MulBackward0' returned nan values in its 0th output.", "nan_inf_detected"),
+ ("RuntimeError: CUDA error: the launch timed out and was terminated", "launch_failure"),
+ ("RuntimeError: CUDA error: operation not supported", "other"),
+ ("RuntimeError: Given input size: (64x1x1). Calculated output size: (64x0x0). Output size is too small", "other"),
+ ("RuntimeError: shape '[-1, 400]' is invalid for input of size 1024", "other"),
+ ("RuntimeError: mat1 dim 1 must match mat2 dim 0", "matmul_shape_mismatch"),
+ ("RuntimeError: size mismatch, m1: [64 x 1024], m2: [512 x 10] at /pytorch/aten/src/THC/generic/THCTensorMathBlas.cu:290", "matmul_shape_mismatch"),
+ ("RuntimeError: Expected 4-dimensional input for 4-dimensional weight [64, 3, 7, 7], but got 3-dimensional input of size [3, 224, 224] instead", "conv_channel_mismatch"),
+ ("RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [2, 1, 3, 32, 32]", "conv_channel_mismatch"),
+ ("ValueError: Expected input batch_size (8) to match target batch_size (16).", "batch_size_mismatch"),
+ ("RuntimeError: The expanded size of the tensor (3) must match the existing size (4) at non-singleton dimension 1.  Target sizes: [2, 3].  Tensor sizes: [2, 4]", "broadcast_shape_mismatch"),
+ ("RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5", "other"),
+ ("RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 32 but got size 31 for tensor number 1 in the list.", "broadcast_shape_mismatch"),
+]
+
+
+@pytest.mark.parametrize(("text", "rule"), MESSAGE_RULES, ids=[r + ":" + t.split(":", 1)[-1][:40] for t, r in MESSAGE_RULES])
+def test_message_wordings_name_their_rule(text: str, rule: str) -> None:
+    log = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    f()\n' + text + "\n"
+    diag = diagnose_text(log)
+    assert diag.root is not None and diag.root.rule == rule
+    assert "{{" not in diag.root.fix and "None" not in diag.root.guide["what"]
