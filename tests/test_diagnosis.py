@@ -205,3 +205,97 @@ def test_message_wordings_name_their_rule(text: str, rule: str) -> None:
     diag = diagnose_text(log)
     assert diag.root is not None and diag.root.rule == rule
     assert "{{" not in diag.root.fix and "None" not in diag.root.guide["what"]
+
+
+# Whole log excerpts of the shapes real reports have: DataLoader re-raises, Windows paths, HIP,
+# C++ terminate blocks, ANSI colour inside tqdm lines, rank prefixes, Triton asserts...
+WHOLE_LOGS = [
+("""Traceback (most recent call last):
+  File "train.py", line 40, in <module>
+    for batch in loader:
+  File "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", line 1345, in _next_data
+    return self._process_data(data)
+RuntimeError: Caught RuntimeError in DataLoader worker process 0.
+Original Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py", line 308, in _worker_loop
+    data = fetcher.fetch(index)
+  File "/home/u/proj/dataset.py", line 52, in __getitem__
+    return torch.stack(imgs)
+RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5
+""", "other", "/home/u/proj/dataset.py:52"),
+("""../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [64,0,0] Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.
+Traceback (most recent call last):
+  File "/content/run.py", line 10, in <module>
+    print(out)
+RuntimeError: CUDA error: device-side assert triggered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+""", "index_out_of_bounds", None),
+("""C:\\cb\\pytorch_1000000000000\\work\\aten\\src\\ATen\\native\\cuda\\Loss.cu:242: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0 && t < n_classes` failed.
+Traceback (most recent call last):
+  File "C:\\Users\\me\\train.py", line 88, in <module>
+    loss.backward()
+RuntimeError: CUDA error: device-side assert triggered
+""", "nll_target_out_of_range", "C:\\Users\\me\\train.py:88"),
+("""RuntimeError: HIP error: invalid device function
+HIP kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing AMD_SERIALIZE_KERNEL=3
+""", "no_kernel_image", None),
+("""terminate called after throwing an instance of 'c10::Error'
+  what():  CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call first):
+frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in /usr/lib/libc10.so)
+""", "illegal_memory_access", None),
+("""/opt/conda/conda-bld/pytorch_1682343995026/work/aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [303,0,0], thread: [95,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
+""", "embedding_index_oob", None),
+("""  0%|          | 0/100 [00:00<?, ?it/s]\x1b[31m/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [0,0,0], thread: [0,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\x1b[0m
+""", "scatter_gather_index_oob", None),
+("""[rank3]: Traceback (most recent call last):
+[rank3]:   File "/workspace/train.py", line 210, in <module>
+[rank3]:     loss = model(batch)
+[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.02 GiB is free.
+""", "cuda_oom", "/workspace/train.py:210"),
+("""Traceback (most recent call last):
+  File "seg.py", line 12, in <module>
+    loss = loss_fn(pred, label)
+  File "/usr/local/lib/python3.10/site-packages/monai/losses/dice.py", line 160, in forward
+    raise AssertionError(f"ground truth has different shape ({target.shape}) from input ({input.shape})")
+AssertionError: ground truth has different shape (torch.Size([2, 1, 96, 96, 96])) from input (torch.Size([2, 14, 96, 96, 96]))
+""", "channel_onehot_mismatch", "seg.py:12"),
+("""RuntimeError: CUDA error: device-side assert triggered
+Device-side assertions were explicitly omitted for this error check; the error probably arose while initializing the DSA handlers.
+""", "async_error_unlocalized", None),
+("""/usr/local/lib/python3.8/dist-packages/torch/cuda/__init__.py:146: UserWarning:
+NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.
+The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.
+If you want to use the NVIDIA GeForce RTX 5090 GPU with PyTorch, please check the instructions at https://pytorch.org/get-started/locally/
+  warnings.warn(incompatible_device_warn.format(device_name, capability, " ".join(arch_list), device_name))
+Traceback (most recent call last):
+  File "x.py", line 3, in <module>
+    torch.zeros(1).cuda() + 1
+RuntimeError: CUDA error: no kernel image is available for execution on the device
+""", "no_kernel_image", None),
+("""Traceback (most recent call last):
+  File "t.py", line 9, in <module>
+    x = emb(ids)
+IndexError: index out of range in self
+""", "embedding_index_oob", "t.py:9"),
+("""unknown:0: unknown: block: [0,0,0], thread: [0,0,0] Assertion `index out of bounds: 0 <= tmp4 < 50257` failed.
+""", "index_out_of_bounds", None),
+("""/pytorch/aten/src/ATen/native/cuda/Loss.cu:115: operator(): block: [0,0,0], thread: [3,0,0] Assertion `input_val >= zero && input_val <= one` failed.
+""", "bce_input_out_of_range", None),
+("""/pytorch/aten/src/ATen/native/cuda/MultinomialKernel.cu:112: binarySearchForMultinomial: block: [0,0,0], thread: [1,0,0] Assertion `cumdist[size - 1] > static_cast<scalar_t>(0)` failed.
+""", "invalid_probability", None),
+("""/pytorch/aten/src/ATen/native/cuda/SortingKernel.cu:60: operator(): block: [0,0,0], thread: [0,0,0] Assertion `k >= 1 && k <= slice_size` failed.
+""", "other_device_assert", None),
+]
+
+
+@pytest.mark.parametrize(("text", "rule", "frame"), WHOLE_LOGS, ids=[f"{r}-{i}" for i, (_, r, _) in enumerate(WHOLE_LOGS)])
+def test_whole_log_excerpts(text: str, rule: str, frame: str | None) -> None:
+    root = diagnose_text(text).root
+    assert root is not None and root.rule == rule
+    if frame is not None:
+        assert root.facts["innermost_user_frame"] == frame

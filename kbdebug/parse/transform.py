@@ -41,7 +41,7 @@ _FUZZY_COND = re.compile(r"Assertion\s*[`'\"‘“](.+?)(?:[`'\"’”]\s*failed
 _FUZZY_LINE = re.compile(r":(\d+)(?=[,/\]:]|$)")
 _EXC_START = re.compile(
     r"^\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Interrupt|Failed|Failure|Exit|Iteration)(?::|\s*$)"
-    r"|Traceback|File |During handling|The above exception|(?:[A-Za-z]:)?[^:\s]+\.py:\d+: \w+Warning)"
+    r"|(?:Original )?Traceback|File |During handling|The above exception|(?:[A-Za-z]:)?[^:\s]+\.py:\d+: \w+Warning)"
 )
 _IPY_FRAME = re.compile(r"^(?:~|/|[A-Za-z]:\\|<ipython-input|Cell In\s*\[)")
 _IPY8_FRAME = re.compile(r"^\s*File\s+([^\s\"]+?\.py):(\d+)(?:,\s*in\s+([^\s(]+))?")
@@ -279,6 +279,7 @@ class Assembler:
         self.asserts = 0
         self.pending_warning: tuple[Line, str] | None = None
         self.tb_start = 0
+        self.wrapper_at: int | None = None
 
     def run(self, lines: list[Line]) -> list[Record]:
         for line in lines:
@@ -347,6 +348,9 @@ class Assembler:
         if kind == "header":
             self._close_exc()
             self.frames, self.header = [], True
+            if text.startswith("Original"):  # a DataLoader worker / replica re-raise: the inner one is the cause
+                self.wrapper_at = next((i for i in range(len(self.out) - 1, -1, -1)
+                                        if isinstance(self.out[i], PyException)), None)
         elif kind == "frame":
             self._close_exc()
             name = (token(alt, "FILENAME") or '""')[1:-1]
@@ -396,7 +400,11 @@ class Assembler:
 
     def _close_exc(self) -> None:
         if self.exc is not None:
-            self.out.append(self.exc)
+            if self.wrapper_at is not None:  # put the original exception before its wrapper: its facts win
+                self.out.insert(self.wrapper_at, self.exc)
+                self.wrapper_at = None
+            else:
+                self.out.append(self.exc)
             self.exc = None
         self.pending_warning = None
 
