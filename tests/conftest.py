@@ -20,3 +20,38 @@ def corpus() -> Path:
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kbdebug", *args], input=stdin, capture_output=True,
                           timeout=120, env=env, cwd=ROOT)
+
+
+def run_in_pty(argv: list[str], env: dict | None = None, answer: tuple[bytes, bytes] | None = None,
+               timeout: float = 60) -> tuple[bytes, int]:
+    """Run argv with a pseudo-terminal as stdin/stdout/stderr; optionally type answer[1] once
+    answer[0] has appeared. Returns everything the terminal showed and the exit code."""
+    import os
+    import select
+    import time
+
+    pty = pytest.importorskip("pty")
+    pid, fd = pty.fork()
+    if pid == 0:  # child
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        os.execv(argv[0], argv)
+    out, answered = b"", answer is None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([fd], [], [], 1.0)[0]:
+            continue
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+        if not answered and answer[0] in out:
+            os.write(fd, answer[1])
+            answered = True
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return out, os.waitstatus_to_exitcode(status)

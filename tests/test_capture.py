@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import run_in_pty
 
 from kbdebug import capture, diagnose
 from kbdebug.fdtee import _Bounded
@@ -82,23 +83,10 @@ def test_writes_through_to_file_or_pipe(tmp_path, target: str) -> None:
 
 
 def test_writes_through_to_a_tty() -> None:
-    pty = pytest.importorskip("pty")
     script = ("import os\nfrom kbdebug import capture\nwith capture() as c:\n    os.write(2, b'on the tty\\n')\n"
               "    assert 'on the tty' in c.text()\nos.write(2, b'restored\\n')\n")
-    pid, fd = pty.fork()
-    if pid == 0:  # child: stdin/stdout/stderr are the pty
-        os.execv(sys.executable, [sys.executable, "-c", script])
-    chunks = b""
-    while True:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks += data
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, chunks
+    chunks, code = run_in_pty([sys.executable, "-c", script])
+    assert code == 0, chunks
     assert b"on the tty" in chunks and b"restored" in chunks
 
 

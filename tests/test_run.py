@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_in_pty
 
 ROOT = Path(__file__).resolve().parent.parent
 KBDEBUG = [sys.executable, "-m", "kbdebug", "run"]
@@ -210,33 +211,10 @@ def test_no_command_is_a_usage_error() -> None:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX pty")
 def test_asks_before_rerunning_on_a_tty(tmp_path: Path) -> None:
-    import pty
-    import select
-
     child = script(tmp_path, ASYNC_CHILD)
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ.update(env())
-        os.execv(sys.executable, [*KBDEBUG, "--", sys.executable, child])
-    out = b""
-    answered = False
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 1.0)
-        if not ready:
-            continue
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        out += data
-        if not answered and b"re-run once with CUDA_LAUNCH_BLOCKING=1" in out:
-            os.write(fd, b"y\n")
-            answered = True
-    _, status = os.waitpid(pid, 0)
-    assert answered, out[-2000:]
-    assert os.waitstatus_to_exitcode(status) == 3
-    assert b"CUDA_LAUNCH_BLOCKING=1\r\n" in out or b"CUDA_LAUNCH_BLOCKING=1\n" in out
+    out, code = run_in_pty([*KBDEBUG, "--", sys.executable, child], env=env(),
+                           answer=(b"re-run once with CUDA_LAUNCH_BLOCKING=1", b"y\n"))
+    assert b"re-running with CUDA_LAUNCH_BLOCKING=1" in out, out[-2000:]
+    assert code == 3
+    assert b"CUDA_LAUNCH_BLOCKING=1\r\n" in out
     assert b"nll_target_out_of_range at train.py:7" in out
