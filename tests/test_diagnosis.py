@@ -210,6 +210,20 @@ def test_message_wordings_name_their_rule(text: str, rule: str) -> None:
 # Whole log excerpts of the shapes real reports have: DataLoader re-raises, Windows paths, HIP,
 # C++ terminate blocks, ANSI colour inside tqdm lines, rank prefixes, Triton asserts...
 WHOLE_LOGS = [
+("""---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+Cell In[7], line 3
+      1 model.train()
+      2 for x, y in loader:
+----> 3     loss = crit(model(x.cuda()), y.cuda())
+      4     loss.backward()
+
+File /opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py:1501, in Module._call_impl(self, *args, **kwargs)
+   1497 # If we don't have any hooks, we want to skip the rest of the logic in
+-> 1501     return forward_call(*args, **kwargs)
+
+RuntimeError: CUDA error: device-side assert triggered
+""", "async_error_unlocalized", "Cell In[7]:3"),
 ("""Traceback (most recent call last):
   File "train.py", line 40, in <module>
     for batch in loader:

@@ -43,6 +43,7 @@ _EXC_START = re.compile(
     r"^\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Interrupt|Failed|Failure|Exit|Iteration)(?::|\s*$)"
     r"|(?:Original )?Traceback|File |During handling|The above exception|(?:[A-Za-z]:)?[^:\s]+\.py:\d+: \w+Warning)"
 )
+_IPY_ARROW = re.compile(r"^-*>\s*\d")
 _IPY_FRAME = re.compile(r"^(?:~|/|[A-Za-z]:\\|<ipython-input|Cell In\s*\[)")
 _IPY8_FRAME = re.compile(r"^\s*File\s+([^\s\"]+?\.py):(\d+)(?:,\s*in\s+([^\s(]+))?")
 _TABLE_KEY = re.compile(r"^\s*(?:\[\d+\]|time|host|rank|local_rank|exitcode|error_file|traceback)\s*:")
@@ -280,6 +281,7 @@ class Assembler:
         self.pending_warning: tuple[Line, str] | None = None
         self.tb_start = 0
         self.wrapper_at: int | None = None
+        self.expect_code = False  # a plain `File "...", line N` frame was just read: its source line follows
 
     def run(self, lines: list[Line]) -> list[Record]:
         for line in lines:
@@ -309,10 +311,11 @@ class Assembler:
                 return
         if self.pending_warning is not None:
             self._warning_message(line)
-        if _EXC_START.match(text) or _IPY_FRAME.match(stripped) or stripped.startswith(("-->", "---->")):
+        if _EXC_START.match(text) or _IPY_FRAME.match(stripped) or _IPY_ARROW.match(stripped):
             self.traceback(line)
-        elif self.exc is None and self.frames and self.frames[-1].code is None and stripped and not set(stripped) <= _CARETS:
+        elif self.expect_code and self.exc is None and self.frames and stripped and not set(stripped) <= _CARETS:
             self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
+            self.expect_code = False
         elif self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES and stripped:
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
@@ -330,6 +333,7 @@ class Assembler:
     # -- python tracebacks -----------------------------------------------------------------------
     def traceback(self, line: Line) -> bool:
         text = line.text.strip()
+        self.expect_code = False
         m8 = _IPY8_FRAME.match(text)
         if m8:
             self._close_exc()
@@ -355,10 +359,16 @@ class Assembler:
             self._close_exc()
             name = (token(alt, "FILENAME") or '""')[1:-1]
             self.frames.append(Frame(file=name, line=_int(token(alt, "INT")), function=token(alt, "FUNCNAME")))
+            self.expect_code = True
         elif kind == "ipython_frame":
             self._close_exc()
-            name = token(alt, "IPY_FILE") or token(alt, "CELL") or ""
-            self.frames.append(Frame(file=name, function=token(alt, "FUNCNAME")))
+            cell = token(alt, "CELL")
+            if cell:  # IPython 8: `Cell In[7], line 3[, in f(...)]`
+                m = re.match(r"(Cell In\s*\[\d+\])(?:,\s*line\s*(\d+))?", cell)
+                assert m is not None
+                self.frames.append(Frame(file=m.group(1), line=_int(m.group(2)), function=token(alt, "FUNCNAME")))
+            else:
+                self.frames.append(Frame(file=token(alt, "IPY_FILE") or "", function=token(alt, "FUNCNAME")))
         elif kind == "ipython_arrow":
             if self.frames:
                 self.frames[-1].line = _int(token(alt, "INT"))
