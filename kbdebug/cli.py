@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from kbdebug.render import FORMATS
+FORMATS = ("text", "markdown", "json", "html")  # kbdebug.render's; not imported here, it is heavy
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide.")
@@ -57,7 +57,7 @@ def _read_stdin(passthrough: bool):
     return scanner.close()
 
 
-def _regions_for(path: str, passthrough: bool):
+def _regions_for(path: str, passthrough: bool, grep=None):
     from kbdebug.scan import scan_path
 
     if path == "-":
@@ -66,7 +66,7 @@ def _regions_for(path: str, passthrough: bool):
     if p.is_dir():
         raise InputError(f"{path}: is a directory")
     try:
-        return scan_path(p)
+        return scan_path(p, grep=grep)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
@@ -81,6 +81,9 @@ def explain(
     kb: KbOption = None,
 ) -> None:
     """Diagnose crash logs. Exit status: 0 incident found, 1 nothing recognised, 2 usage/input error."""
+    from kbdebug.scan import start_grep
+
+    greps = {path: start_grep(path) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
     from kbdebug.api import diagnose_regions
     from kbdebug.kb import RuleFileError
     from kbdebug.render import render
@@ -92,7 +95,7 @@ def explain(
     diags = []
     try:
         for path in files:
-            regions = _regions_for(path, passthrough=not quiet)
+            regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None))
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
     except (InputError, RuleFileError) as exc:
         _fail(str(exc))

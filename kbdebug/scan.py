@@ -231,9 +231,16 @@ GREP_MIN = 32 << 20
 MAX_GREP_HITS = 500_000
 
 
-def grep_hits(path: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
-    """(line number, byte offset) of every needle in the file, or None when grep is unusable."""
+def start_grep(path: str | os.PathLike[str]) -> subprocess.Popen[bytes] | None:
+    """Start grep on a large regular file, so it runs while the rest of kbdebug is imported; None
+    when the file is small, not a regular file, grep is missing or KBDEBUG_NO_GREP is set."""
     if os.environ.get("KBDEBUG_NO_GREP"):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size < GREP_MIN:
         return None
     exe = shutil.which("grep")
     if exe is None:
@@ -241,11 +248,15 @@ def grep_hits(path: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
     cmd = [exe, "-a", "-b", "-n", "-o", "-F"]
     for needle in NEEDLES:
         cmd += ["-e", needle.decode()]
-    env = {**os.environ, "LC_ALL": "C"}
     try:
-        proc = subprocess.Popen([*cmd, "--", os.fspath(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        return subprocess.Popen([*cmd, "--", os.fspath(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "LC_ALL": "C"})
     except OSError:
         return None
+
+
+def collect_hits(proc: subprocess.Popen[bytes]) -> list[tuple[int, int]] | None:
+    """(line number, byte offset) of the first needle on each matching line, or None if grep failed."""
     assert proc.stdout is not None
     hits: list[tuple[int, int]] = []
     last_line = -1
@@ -270,17 +281,21 @@ def grep_hits(path: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
     return hits if rc in (0, 1) else None
 
 
-def scan_path(path: str | os.PathLike[str], chunk: int = CHUNK) -> list[Region]:
-    """Scan a file by name: grep-prefiltered when it is a large regular file, else streamed."""
+def grep_hits(path: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
+    proc = start_grep(path)
+    return collect_hits(proc) if proc is not None else None
+
+
+def scan_path(path: str | os.PathLike[str], chunk: int = CHUNK, grep: subprocess.Popen[bytes] | None = None) -> list[Region]:
+    """Scan a file by name: grep-prefiltered when it is a large regular file (pass a `start_grep`
+    job to overlap the two), else streamed."""
     with open(path, "rb") as fh:
-        try:
-            st = os.fstat(fh.fileno())
-        except OSError:
-            return scan_stream(fh, chunk)
-        hits = grep_hits(path) if stat.S_ISREG(st.st_mode) and st.st_size >= GREP_MIN else None
+        if grep is None:
+            grep = start_grep(path)
+        hits = collect_hits(grep) if grep is not None else None
         if hits is None:
             return scan_stream(fh, chunk)
-        return _scan_hits(fh, st.st_size, hits, chunk)
+        return _scan_hits(fh, os.fstat(fh.fileno()).st_size, hits, chunk)
 
 
 def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], chunk: int) -> list[Region]:
