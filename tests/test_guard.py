@@ -124,3 +124,40 @@ def test_reports_every_bad_value() -> None:
     facts = info.value.facts
     assert facts["bad_count"] == 4 and facts["bad_values"] == [-1, 3, 255]
     assert facts["positions"] == [[1], [2], [4], [5]]
+
+
+@pytest.mark.parametrize("case", ["gather", "nll255", "embedding", "bce_logits"])
+def test_gpu_child_script_runs_on_cpu(case: str) -> None:
+    """The GPU checks' child script, dry-run on the CPU: same rules, guard at the op's line."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    child = Path(__file__).resolve().parent / "gpu_child.py"
+    env = {**os.environ, "KBDEBUG_TEST_DEVICE": "cpu", "PYTHONPATH": str(child.parent.parent)}
+    rules = {"gather": "scatter_gather_index_oob", "nll255": "nll_target_out_of_range",
+             "embedding": "embedding_index_oob", "bce_logits": "bce_input_out_of_range"}
+    op_line = next(no for no, text in enumerate(child.read_text().splitlines(), 1) if f"# OP-LINE {case}" in text)
+    guarded = subprocess.run([sys.executable, str(child), case, "guard"], capture_output=True, text=True, env=env, timeout=120)
+    out = json.loads(guarded.stdout.strip().splitlines()[-1])
+    assert out["rule"] == rules[case] and out["facts"]["innermost_user_frame"] == f"{child}:{op_line}"
+    diagnosed = subprocess.run([sys.executable, str(child), case, "diagnose"], capture_output=True, text=True, env=env,
+                               timeout=120)
+    root = json.loads(diagnosed.stdout.strip().splitlines()[-1])["incidents"][0]
+    assert root["rule"] == rules[case]
+    assert root["facts"]["innermost_user_frame"] == f"{child}:{op_line}"
+
+
+def test_gpu_child_audit_runs_on_cpu() -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    child = Path(__file__).resolve().parent / "gpu_child.py"
+    env = {**os.environ, "KBDEBUG_TEST_DEVICE": "cpu", "PYTHONPATH": str(child.parent.parent)}
+    res = subprocess.run([sys.executable, str(child), "embedding", "audit"], capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == {"module": "0", "type": "Embedding"}
