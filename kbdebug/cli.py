@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -25,7 +25,7 @@ class InputError(Exception):
     """A problem with the user's input: reported on one line, exit status 2."""
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.echo(f"kbdebug: {message}", err=True)
     raise typer.Exit(2)
 
@@ -145,7 +145,7 @@ def run_cmd(
         raise typer.Exit(exc.status) from None
     except OSError as exc:
         _fail(f"cannot run {cmd[0]}: {exc.strerror or exc}")
-    results = [(first, None)]
+    results: list[tuple[Any, Any]] = [(first, None)]
     if first.returncode == 0 and not sanitizer:
         if save is not None:
             write_summary(save, cmd, results)
