@@ -64,7 +64,7 @@ def facts_of(rec: Record) -> dict[str, Any]:
             f["cuda_error_code"] = rec.code
         native = rec.at_file and re.search(r"\.(?:cuh?|c|cpp)$", rec.at_file)
         if rec.legacy and native and not (rec.error_name or "").startswith("cuda error"):
-            f.update(kernel_file=basename(rec.at_file), kernel_line=rec.at_line)
+            f.update(kernel_file=basename(rec.at_file or ""), kernel_line=rec.at_line)
         if rec.error_name and rec.error_name.startswith("cuda error"):
             f["error_type"] = rec.error_name
             f["error_message"] = rec.error

@@ -6,7 +6,7 @@ editor numbers them) and its raw text, so a diagnosis can always point back at t
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,8 @@ class Record(BaseModel):
     last_line: int = 0
     raw: str = ""
     rank: int | None = None
+    if TYPE_CHECKING:  # each record type declares its own Literal `kind`, the union's discriminator
+        kind: str
 
 
 class KernelAssert(Record):

@@ -80,11 +80,11 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
     roots = _fold_consequences(list(incidents.values()), kb)
     roots.sort(key=lambda i: (0 if i.device_evidence else 1, i.first_line))
     for inc in roots:
-        rule = kb.get(inc.rule)
-        assert rule is not None
+        root_rule = kb.get(inc.rule)
+        assert root_rule is not None
         inc.confidence = round(min(0.99, inc.confidence + 0.02 * len(inc.consequences)), 2)
-        inc.checks = list(rule.checks)
-        inc.commands = list(rule.commands)
+        inc.checks = list(root_rule.checks)
+        inc.commands = list(root_rule.commands)
     return Diagnosis(source=source, incidents=roots)
 
 

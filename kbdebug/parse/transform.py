@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 from lark import Tree
 
@@ -453,7 +454,7 @@ class Assembler:
 
     def _cuda_tree(self, alt: Tree, line: Line) -> None:
         kind = alt.data
-        base = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
+        base: dict[str, Any] = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
         text = (token(alt, "TEXT") or "").strip()
         if kind == "cuda_error":
             self.cuda = CudaError(**base, error=text)
@@ -585,7 +586,7 @@ class Assembler:
         if tree is None:
             return
         alt = first_alt(tree)
-        base = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
+        base: dict[str, Any] = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
         if alt.data == "watchdog":
             rank_tag = token(alt, "RANK_TAG")
             rank = int(re.findall(r"\d+", rank_tag)[-1]) if rank_tag else line.rank
@@ -719,7 +720,7 @@ class Assembler:
             return
         alt = first_alt(tree)
         kind = alt.data
-        base = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
+        base: dict[str, Any] = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
         tool = self.san_tool
         if kind == "banner":
             self.san_tool = "cuda-memcheck" if "MEMCHECK" in body else "compute-sanitizer"
