@@ -149,6 +149,25 @@ def test_user_rule_directory_adds_and_overrides(tmp_path: Path, monkeypatch: pyt
     assert diagnose_text(log).root.rule == "dataloader_worker_died"
 
 
+def test_edited_rule_is_seen_at_once_through_the_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBDEBUG_CACHE_DIR", str(tmp_path / "cache"))
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    rule = ('id = "dataloader_worker_died"\ntitle = "TITLE"\npriority = 60\n[[match]]\nkind = "exception"\n'
+            'fields = { message = "exited unexpectedly" }\n[guide]\nwhat = "WHAT {{ error_type }}"\nwhy = "shared memory"\n'
+            'confirm = "num_workers=0 runs"\nfix = "raise --shm-size"\n')
+    (rules / "mine.toml").write_text(rule)
+    log = TB + "RuntimeError: DataLoader worker (pid(s) 123) exited unexpectedly\n"
+    first = diagnose_text(log, kb_dirs=[rules]).root
+    assert (first.title, first.guide["what"]) == ("TITLE", "WHAT RuntimeError")
+    assert list((tmp_path / "cache").glob("knowledge-*.pickle"))
+    (rules / "mine.toml").write_text(rule.replace("TITLE", "NEW TITLE").replace("WHAT {{", "NEW WHAT {{"))
+    second = diagnose_text(log, kb_dirs=[rules]).root
+    assert (second.title, second.guide["what"]) == ("NEW TITLE", "NEW WHAT RuntimeError")
+    monkeypatch.setenv("KBDEBUG_NO_CACHE", "1")
+    assert diagnose_text(log, kb_dirs=[rules]).root.title == "NEW TITLE"
+
+
 # One line per message wording (old and new PyTorch, FakeTensor, MONAI...): the rule it names
 # inside an ordinary traceback.
 MESSAGE_RULES = [

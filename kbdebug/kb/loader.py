@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pydantic
 from pydantic import ValidationError
 
+from kbdebug import __version__
+from kbdebug._cache import cached
 from kbdebug._resources import data_dir
 from kbdebug.kb.model import Rule
 
@@ -29,15 +34,16 @@ class KnowledgeBase:
         return None
 
 
-def load_rule(path: Path) -> Rule:
+def load_rule(path: Path, data: bytes | None = None) -> Rule:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = (path.read_bytes() if data is None else data).decode("utf-8")
+        parsed = tomllib.loads(text)
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleFileError(f"{path}: cannot read: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise RuleFileError(f"{path}: not valid TOML: {exc}") from exc
     try:
-        return Rule.model_validate(data)
+        return Rule.model_validate(parsed)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(file)"
@@ -53,19 +59,44 @@ def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
     return dirs
 
 
+_MEMO: dict[str, KnowledgeBase] = {}
+
+
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
-    """Bundled rules, then KBDEBUG_KNOWLEDGE, then --kb dirs; a later rule replaces one with its id."""
-    kb = KnowledgeBase()
+    """Bundled rules, then KBDEBUG_KNOWLEDGE, then --kb dirs; a later rule replaces one with its id.
+
+    Parsing and validating 30-odd TOML files is a tenth of a cold `kbdebug explain`, so the
+    validated result is cached, keyed by the bytes of every rule file (an edit is seen at once).
+    """
+    files: list[tuple[Path, bytes]] = []
     for directory in rule_dirs(extra):
         if not directory.is_dir():
             raise RuleFileError(f"{directory}: rule directory does not exist")
         for path in sorted(directory.glob("*.toml")):
-            rule = load_rule(path)
-            old = kb.get(rule.id)
-            if old is not None:
-                kb.rules.remove(old)
-            kb.rules.append(rule)
-            kb.sources[rule.id] = path
+            try:
+                files.append((path, path.read_bytes()))
+            except OSError as exc:
+                raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    digest = hashlib.sha256(f"{__version__}|{pydantic.VERSION}|{sys.version}".encode())
+    for path, data in files:
+        digest.update(f"\0{path}\0{len(data)}\0".encode())
+        digest.update(data)
+    key = digest.hexdigest()[:24]
+    kb = _MEMO.get(key)
+    if kb is None:
+        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(files))
+    return kb
+
+
+def _build(files: list[tuple[Path, bytes]]) -> KnowledgeBase:
+    kb = KnowledgeBase()
+    for path, data in files:
+        rule = load_rule(path, data)
+        old = kb.get(rule.id)
+        if old is not None:
+            kb.rules.remove(old)
+        kb.rules.append(rule)
+        kb.sources[rule.id] = path
     return kb
 
 

@@ -6,28 +6,19 @@ import copyreg
 import hashlib
 import importlib
 import io
-import os
 import pickle
 import sys
 import types
 from functools import cache
-from pathlib import Path
 
 import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
 
+from kbdebug._cache import cached
 from kbdebug._resources import data_dir
 
 GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "oom", "distributed", "messages")
-
-
-def cache_dir() -> Path | None:
-    """Where built parsers are kept between runs; None disables the cache (KBDEBUG_NO_CACHE=1)."""
-    if os.environ.get("KBDEBUG_NO_CACHE"):
-        return None
-    base = os.environ.get("KBDEBUG_CACHE_DIR") or os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kbdebug"
 
 
 def _dumps(obj: Lark) -> bytes:
@@ -53,26 +44,8 @@ def parser(name: str) -> Lark:
     edited grammar or an upgrade never meets a stale parser; any cache problem means a rebuild.
     """
     source = (data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8")
-    where = cache_dir()
-    if where is None:
-        return _build(source)
     key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{source}".encode()).hexdigest()[:20]
-    path = where / f"{name}-{key}.pickle"
-    try:
-        loaded = pickle.loads(path.read_bytes())
-        if isinstance(loaded, Lark):
-            return loaded
-    except Exception:  # noqa: BLE001 - a missing or damaged cache entry is rebuilt
-        pass
-    built = _build(source)
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(_dumps(built))
-        os.replace(tmp, path)
-    except Exception:  # noqa: BLE001 - a read-only home still gets a working parser
-        pass
-    return built
+    return cached(name, key, Lark, lambda: _build(source), _dumps)
 
 
 def parse(name: str, text: str) -> Tree | None:

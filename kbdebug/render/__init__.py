@@ -8,7 +8,9 @@ from functools import cache
 from typing import Any
 
 import jinja2
+import jinja2.bccache
 
+from kbdebug._cache import cache_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
@@ -17,10 +19,38 @@ FORMATS = ("text", "markdown", "json", "html")
 SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
 
 
+class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
+    """A cache that cannot be written (read-only home, full disk) is no cache, not an error."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except OSError:
+            bucket.reset()
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept between runs: compiling them is a few percent of a cold explain."""
+    where = cache_dir()
+    if where is None:
+        return None
+    try:
+        (where / "jinja").mkdir(parents=True, exist_ok=True)
+        return _QuietBytecodeCache(str(where / "jinja"))
+    except OSError:
+        return None
+
+
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("kbdebug", "render/templates"),
+        loader=jinja2.PackageLoader("kbdebug", "render/templates"), bytecode_cache=_bytecode_cache(),
         undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
     env.filters["md_inline"] = _md_inline
@@ -29,7 +59,9 @@ def _env() -> jinja2.Environment:
 
 @cache
 def _fragment_env() -> jinja2.Environment:
-    return jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
+    # A rule's guide fragment is its own template name, so fragments share the bytecode cache too.
+    return jinja2.Environment(loader=jinja2.FunctionLoader(lambda source: (source, None, lambda: True)),
+                              bytecode_cache=_bytecode_cache(), undefined=jinja2.ChainableUndefined, autoescape=False)
 
 
 def _md_inline(text: str) -> str:
@@ -38,7 +70,7 @@ def _md_inline(text: str) -> str:
 
 def fill_text(template: str, facts: dict[str, Any]) -> str:
     try:
-        return _fragment_env().from_string(template).render(**facts).strip()
+        return _fragment_env().get_template(template).render(**facts).strip()
     except jinja2.TemplateError as exc:  # a user rule with a broken template still renders something
         return f"{template} (template error: {exc})"
 
