@@ -205,14 +205,17 @@ def run_once(cmd: list[str], env: dict[str, str], save: Path | None = None, tag:
     return RunResult(returncode=128 - rc if rc < 0 else rc, regions=regions, env=env)
 
 
-def needs_rerun(diag: Any) -> bool:
-    """The error surfaced asynchronously and nothing in the log says which kernel failed."""
+def needs_rerun(diag: Any, env: dict[str, str] | None = None) -> bool:
+    """The error surfaced asynchronously (an illegal access, a failed launch, a bare device-side assert)
+    and nothing in the log says which kernel failed: the Python line shown is only where it was noticed."""
+    if (env if env is not None else os.environ).get("CUDA_LAUNCH_BLOCKING") == "1":
+        return False  # already synchronous: a second run would show the same
     root = diag.root
     if root is None:
         return False
     if root.rule == "async_error_unlocalized":
         return True
-    return bool(root.facts.get("async_hint")) and not root.device_evidence and "innermost_user_frame" not in root.facts
+    return bool(root.facts.get("async_hint")) and not root.device_evidence
 
 
 def write_summary(save: Path, cmd: list[str], results: list[tuple[RunResult, Any]]) -> None:

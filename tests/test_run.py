@@ -117,6 +117,24 @@ def test_rerun_sets_blocking_and_reports_both(tmp_path: Path) -> None:
     assert "CUDA_LAUNCH_BLOCKING=unset" in (save / "run1.log").read_text()
 
 
+def test_rerun_for_an_asynchronous_illegal_memory_access(tmp_path: Path) -> None:
+    child = script(tmp_path, textwrap.dedent('''
+        import os, sys
+        print("CUDA_LAUNCH_BLOCKING=" + os.environ.get("CUDA_LAUNCH_BLOCKING", "unset"))
+        sys.stderr.write('Traceback (most recent call last):\\n  File "train.py", line 30, in <module>\\n'
+                         '    print(loss.item())\\nRuntimeError: CUDA error: an illegal memory access was encountered\\n'
+                         'CUDA kernel errors might be asynchronously reported at some other API call, so the '
+                         'stacktrace below might be incorrect.\\n')
+        sys.exit(1)
+    '''))
+    res = kb_run("--rerun", "--", sys.executable, child)
+    assert res.returncode == 1
+    assert res.stdout.splitlines() == ["CUDA_LAUNCH_BLOCKING=unset", "CUDA_LAUNCH_BLOCKING=1"]
+    assert "first run: illegal_memory_access at train.py:30" in res.stderr
+    blocking = kb_run("--rerun", "--", sys.executable, child, extra_env={"CUDA_LAUNCH_BLOCKING": "1"})
+    assert blocking.stdout.splitlines() == ["CUDA_LAUNCH_BLOCKING=1"]  # already synchronous: no second run
+
+
 def test_no_rerun_without_a_tty_only_suggests(tmp_path: Path) -> None:
     res = kb_run("--", sys.executable, script(tmp_path, ASYNC_CHILD))
     assert res.returncode == 3
