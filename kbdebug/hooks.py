@@ -91,8 +91,17 @@ def _ipython_handler(shell: Any, etype: type[BaseException], evalue: BaseExcepti
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    """Diagnose every exception a cell raises. fd 2 is teed as well: in Jupyter the GPU's assertion
+    lines go to the server's terminal, never into the cell, so this is the only way to see them."""
     ipython.set_custom_exc((Exception,), _ipython_handler)
+    if "ipython_capture" not in _previous and not os.environ.get("KBDEBUG_NO_CAPTURE"):
+        from kbdebug.fdtee import capture as _capture
+
+        _previous["ipython_capture"] = _capture().__enter__()
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     ipython.set_custom_exc((), None)
+    cap = _previous.pop("ipython_capture", None)
+    if cap is not None:
+        cap.close()

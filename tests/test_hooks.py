@@ -90,6 +90,24 @@ def test_ipython_extension(tmp_path: Path) -> None:
     assert "next cell runs" in out
 
 
+def test_ipython_extension_sees_kernel_lines_on_fd2(tmp_path: Path) -> None:
+    pytest.importorskip("IPython")
+    line = ("/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [3,0,0], "
+            "thread: [7,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size` failed.")
+    cells = textwrap.dedent(f"""
+        %load_ext kbdebug
+        import os
+        os.write(2, b'{line}' + bytes([10])); raise RuntimeError("CUDA error: device-side assert triggered")
+        print("next cell runs")
+    """)
+    res = run([sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "--simple-prompt",
+               "--HistoryManager.enabled=False", f"--ipython-dir={tmp_path}"], cwd=tmp_path, stdin=cells)
+    out = res.stdout + res.stderr
+    assert "scatter_gather_index_oob" in out, out[-3000:]
+    assert "block [3, 0, 0]" in out
+    assert "next cell runs" in out
+
+
 TEST_FILE = """
 import torch
 def test_channel_mismatch():
