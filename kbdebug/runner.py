@@ -130,6 +130,8 @@ class _Pump(threading.Thread):
 
 def _keyboard_signal_reaches_child() -> bool:
     """True when we sit in the terminal's foreground group: Ctrl-C then reaches the child directly."""
+    if not hasattr(os, "tcgetpgrp"):  # Windows: a console Ctrl-C reaches every attached process
+        return True
     for fd in (0, 1, 2):
         try:
             if os.isatty(fd):
