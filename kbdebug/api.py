@@ -59,9 +59,11 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
     if captured:
         parts.append(captured)
     parts.append("".join(traceback.format_exception(exc)))
-    diag = diagnose_text("\n".join(parts), source=f"<{_type_name(type(exc))}>", kb_dirs=kb_dirs)
-    _facts_from_frames(diag, exc)
-    return fill(diag, load_kb(kb_dirs))
+    kb = load_kb(kb_dirs)
+    records = parse_regions(scan_text("\n".join(parts)))
+    diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
+    _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
+    return fill(diag, kb)
 
 
 def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosis | None:

@@ -11,6 +11,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from kbdebug.term import use_color
+
 FORMATS = ("text", "markdown", "json", "html")  # kbdebug.render's; not imported here, it is heavy
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -28,10 +30,6 @@ class InputError(Exception):
 def _fail(message: str) -> NoReturn:
     typer.echo(f"kbdebug: {message}", err=True)
     raise typer.Exit(2)
-
-
-def _use_color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
 def _read_stdin(passthrough: bool):
@@ -99,7 +97,7 @@ def explain(
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
     except (InputError, RuleFileError) as exc:
         _fail(str(exc))
-    sys.stdout.write(render(diags, fmt, color=_use_color() and fmt == "text"))
+    sys.stdout.write(render(diags, fmt, color=use_color(sys.stdout) and fmt == "text"))
     sys.stdout.flush()
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
 
@@ -136,7 +134,7 @@ def run_cmd(
     if not cmd:
         _fail("no command given; use `kbdebug run -- python train.py`")
     source = " ".join(cmd)
-    color = sys.stderr.isatty() and "NO_COLOR" not in os.environ and fmt == "text"
+    color = use_color(sys.stderr) and fmt == "text"
     try:
         argv = sanitizer_command(sanitizer, cmd) if sanitizer else cmd
         first = run_once(argv, child_env(), save, "run1")

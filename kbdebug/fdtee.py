@@ -54,16 +54,18 @@ class _Bounded:
             return bytes(self.head) + tail
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> bool:
+    """Write everything, retrying short writes; False when the fd went away (a closed pipe): the
+    caller keeps draining its source and stops echoing."""
     view = memoryview(data)
     while view:
         try:
-            n = os.write(fd, view)
+            view = view[os.write(fd, view):]
         except InterruptedError:
             continue
-        except OSError:  # the real stderr went away (closed pipe): keep capturing, stop echoing
-            return
-        view = view[n:]
+        except OSError:
+            return False
+    return True
 
 
 class Capture:
@@ -115,11 +117,11 @@ class Capture:
                 if data:
                     self.buffer.add(data)
                     if self.echo:
-                        _write_all(through, data)
+                        write_all(through, data)
             if carry:
                 self.buffer.add(carry)
                 if self.echo:
-                    _write_all(through, carry)
+                    write_all(through, carry)
         finally:
             with self._synced:
                 self._seen = self._sent
@@ -149,7 +151,7 @@ class Capture:
         with self._synced:
             self._sent += 1
             want = self._sent
-        _write_all(self.fd, self._marker)
+        write_all(self.fd, self._marker)
         with self._synced:
             self._synced.wait_for(lambda: self._seen >= want, timeout)
 

@@ -8,14 +8,9 @@ import threading
 from types import TracebackType
 from typing import Any, TextIO
 
+from kbdebug.term import use_color
+
 _previous: dict[str, Any] = {}
-
-
-def _use_color(stream: TextIO) -> bool:
-    try:
-        return stream.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-    except (AttributeError, ValueError):
-        return False
 
 
 def report(exc: BaseException, stream: TextIO | None = None) -> bool:
@@ -30,7 +25,7 @@ def report(exc: BaseException, stream: TextIO | None = None) -> bool:
         diag = diagnose(exc)
         if not diag.incidents or diag.incidents[0].rule == "other":
             return False
-        stream.write("\n" + diag.render("text", color=_use_color(stream)))
+        stream.write("\n" + diag.render("text", color=use_color(stream)))
         stream.flush()
         return True
     except Exception as err:  # noqa: BLE001 - last-resort reporting must not mask the crash

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from kbdebug.fdtee import write_all
 from kbdebug.scan import Region, Scanner
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -70,18 +71,6 @@ def sanitizer_command(tool: str, cmd: list[str]) -> list[str]:
     return [exe, "--tool", tool, *cmd]
 
 
-def _write_all(fd: int, data: bytes) -> bool:
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except InterruptedError:
-            continue
-        except OSError:  # our own stdout/stderr is gone: keep draining the child, stop echoing
-            return False
-    return True
-
-
 class _Pump(threading.Thread):
     """Copy one of the child's pipes to our fd, a save file, and (line by line) the scanner.
 
@@ -109,7 +98,7 @@ class _Pump(threading.Thread):
             if not data:
                 break
             if self.echo:
-                self.echo = _write_all(self.dest_fd, data)
+                self.echo = write_all(self.dest_fd, data)
             with self.lock:
                 if self.detached:
                     continue

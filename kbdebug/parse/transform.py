@@ -363,13 +363,9 @@ class Assembler:
             self.expect_code = True
         elif kind == "ipython_frame":
             self._close_exc()
-            cell = token(alt, "CELL")
-            if cell:  # IPython 8: `Cell In[7], line 3[, in f(...)]`
-                m = re.match(r"(Cell In\s*\[\d+\])(?:,\s*line\s*(\d+))?", cell)
-                assert m is not None
-                self.frames.append(Frame(file=m.group(1), line=_int(m.group(2)), function=token(alt, "FUNCNAME")))
-            else:
-                self.frames.append(Frame(file=token(alt, "IPY_FILE") or "", function=token(alt, "FUNCNAME")))
+            # IPython 8 prints `Cell In[7], line 3[, in f(...)]`; older ones the line on the `---->` arrow
+            name = token(alt, "IPY_FILE") or token(alt, "CELL") or ""
+            self.frames.append(Frame(file=name, line=_int(token(alt, "INT")), function=token(alt, "FUNCNAME")))
         elif kind == "ipython_arrow":
             if self.frames:
                 self.frames[-1].line = _int(token(alt, "INT"))
@@ -638,12 +634,10 @@ class Assembler:
         words = [str(c).strip("\"'") for c in alt.children if getattr(c, "type", None) in
                  ("WORD", "DEVICE", "TENSOR_TYPE", "OP_NAME", "ATEN_OP", "FN_NAME", "QUOTED_NAME", "CONV_KIND", "ARCH", "GPU_NAME")]
         values: dict = {}
-        if template == "broadcast":
+        if template in ("broadcast", "expand"):
             values = {"size_a": ints[0], "size_b": ints[1], "dim": ints[2]}
         elif template == "broadcast_fake" and len(shapes) == 2:
             values = {"size_a": ints[0], "dim": ints[1], "argument_index": ints[2]}
-        elif template == "expand":
-            values = {"size_a": ints[0], "size_b": ints[1], "dim": ints[2]}
         elif template == "cat_sizes":
             values = {"dim": ints[0], "size_a": ints[1], "size_b": ints[2], "tensor_number": ints[3]}
         elif template == "matmul_dim":
@@ -653,7 +647,7 @@ class Assembler:
         elif template == "conv_input":
             values = {"op": words[0]}
         elif template in ("device_fake", "device_type_old"):
-            devs = [w for w in words if w != (words[0] if template == "device_fake" else None)]
+            devs = words[1:] if template == "device_fake" else words  # device_fake names the op first
             values = {"device_a": devs[-2], "device_b": devs[-1]} if len(devs) >= 2 else {}
             if template == "device_fake":
                 values["op"] = words[0]

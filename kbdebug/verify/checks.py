@@ -30,21 +30,24 @@ def _positions(mask: torch.Tensor, limit: int) -> list[list[int]]:
     return torch.nonzero(mask)[:limit].tolist()
 
 
-def _histogram(t: torch.Tensor, limit: int = HISTOGRAM) -> dict[str, int]:
-    """Value -> count for the most frequent values (the shape of a label set at a glance)."""
+def _value_counts(t: torch.Tensor, limit: int = HISTOGRAM) -> list[tuple[Any, int]]:
+    """(value, count) of the most frequent values, in value order (a label set at a glance)."""
     values, counts = torch.unique(t.detach().flatten(), return_counts=True)
     if values.numel() > limit:
         top = torch.topk(counts, limit).indices
         values, counts = values[top], counts[top]
         order = torch.argsort(values)
         values, counts = values[order], counts[order]
-    return {str(_num(v)): int(c) for v, c in zip(values.tolist(), counts.tolist(), strict=True)}
+    return [(_num(v), int(c)) for v, c in zip(values.tolist(), counts.tolist(), strict=True)]
+
+
+def _histogram(t: torch.Tensor, limit: int = HISTOGRAM) -> dict[str, int]:
+    return {str(v): c for v, c in _value_counts(t, limit)}
 
 
 def _offending(t: torch.Tensor, mask: torch.Tensor, limit: int = HISTOGRAM) -> tuple[list[Any], dict[str, int]]:
-    bad = t.detach()[mask]
-    hist = _histogram(bad, limit)
-    return [_num(float(v)) if "." in v or "e" in v or "n" in v else int(v) for v in hist], hist
+    counts = _value_counts(t.detach()[mask], limit)
+    return [v for v, _ in counts], {str(v): c for v, c in counts}
 
 
 def _describe_shape(t: torch.Tensor) -> str:
