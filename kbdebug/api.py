@@ -101,9 +101,9 @@ def _type_name(cls: type) -> str:
 
 
 def is_library_file(filename: str) -> bool:
-    from kbdebug.facts import _LIBRARY_PATH
+    from kbdebug.frames import LIBRARY_PATH
 
-    if filename.startswith(_PKG_DIR) or _LIBRARY_PATH.search(filename):
+    if filename.startswith(_PKG_DIR) or LIBRARY_PATH.search(filename):
         return True
     return any(filename.startswith(p) for p in _stdlib_prefixes())
 

@@ -6,9 +6,13 @@ editor numbers them) and its raw text, so a diagnosis can always point back at t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from kbdebug.frames import basename, is_library_path
+from kbdebug.shapes import relation, shape_facts, shapes_in
 
 Triple = tuple[int, int, int]
 
@@ -22,6 +26,14 @@ class Record(BaseModel):
     rank: int | None = None
     if TYPE_CHECKING:  # each record type declares its own Literal `kind`, the union's discriminator
         kind: str
+
+    def facts(self) -> dict[str, Any]:
+        """The facts of rule-ids.md this record carries; each record kind says its own."""
+        return {} if self.rank is None else {"rank": self.rank}
+
+    def _fields(self, *names: str) -> dict[str, Any]:
+        """The named fields that are set, under their own names."""
+        return {n: v for n in names if (v := getattr(self, n)) is not None}
 
 
 class KernelAssert(Record):
@@ -41,6 +53,20 @@ class KernelAssert(Record):
     distinct_blocks: int = 1
     distinct_threads: int = 1
 
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | {
+            "kernel_file": self.kernel_file, "kernel_line": self.kernel_line, "assertion": self.condition,
+            "kernel_path": self.path, "kernel_function": self.function, "assert_lines": self.count,
+            "distinct_blocks": self.distinct_blocks, "distinct_threads": self.distinct_threads,
+        }
+        if self.block is not None:
+            f["first_block"] = list(self.block)
+        if self.thread is not None:
+            f["first_thread"] = list(self.thread)
+        if self.message:
+            f["assert_message"] = self.message
+        return f
+
 
 class Frame(BaseModel):
     file: str
@@ -59,6 +85,64 @@ class PyException(Record):
     chained: Literal["cause", "context"] | None = None
     has_header: bool = False
 
+    @property
+    def folded_message(self) -> str:
+        """The message as one line: what a console split into sentences or wrapped is one message."""
+        return " ".join(self.message.split())
+
+    @property
+    def shapes(self) -> list[list[int]]:
+        """Shapes printed in the message (a metric's `ValueError`, a user's own assert)."""
+        return shapes_in(self.folded_message)
+
+    @property
+    def shape_relation(self) -> str | None:
+        """How the two shapes the message names relate (see kbdebug.shapes), None unless exactly two."""
+        shapes = self.shapes
+        return relation(shapes[0], shapes[1]) if len(shapes) == 2 else None
+
+    @property
+    def user_frame(self) -> Frame | None:
+        """The innermost frame outside the stdlib, installed packages and torch."""
+        for frame in reversed(self.frames):
+            if frame.line is not None and not is_library_path(frame.file):
+                return frame
+        return None
+
+    @property
+    def user_code(self) -> str | None:
+        """The source line of the user's frame: the op that failed, as the user wrote it."""
+        frame = self.user_frame
+        return frame.code if frame is not None else None
+
+    @property
+    def raised_code(self) -> str | None:
+        """The source line of the innermost frame that printed one."""
+        for frame in reversed(self.frames):
+            if frame.code:
+                return frame.code
+        return None
+
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | {"error_type": self.exc_type, "error_message": self.message.split("\n")[0].strip()}
+        user = self.user_frame
+        if user is not None:
+            f["innermost_user_frame"] = f"{user.file}:{user.line}"
+            if user.code:
+                f["user_code"] = user.code
+            if user.function:
+                f["user_function"] = user.function
+        if self.frames and self.frames[-1].line is not None:
+            f["raised_at"] = f"{self.frames[-1].file}:{self.frames[-1].line}"
+            if self.frames[-1].code:
+                f["raised_code"] = self.frames[-1].code
+        shapes = self.shapes
+        if len(shapes) >= 2:
+            f["shapes"] = shapes
+        if len(shapes) == 2:
+            f["shape_relation"] = relation(shapes[0], shapes[1])
+        return f
+
 
 class CudaError(Record):
     """Host-side CUDA error text: `CUDA error: ...`, legacy `cuda runtime error (N)`, THCudaCheck."""
@@ -74,6 +158,20 @@ class CudaError(Record):
     blocking_hint: bool = False
     legacy: bool = False
 
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | {"cuda_error": self.error, "async_hint": self.async_hint}
+        if self.error_name:
+            f["cuda_error_name"] = self.error_name
+        if self.code is not None:
+            f["cuda_error_code"] = self.code
+        native = self.at_file and re.search(r"\.(?:cuh?|c|cpp)$", self.at_file)
+        if self.legacy and native and not (self.error_name or "").startswith("cuda error"):
+            f.update(kernel_file=basename(self.at_file or ""), kernel_line=self.at_line)
+        if self.error_name and self.error_name.startswith("cuda error"):
+            f["error_type"] = self.error_name
+            f["error_message"] = self.error
+        return f
+
 
 class CppException(Record):
     """`terminate called after throwing ...`, `what():` and `Exception raised from ...` blocks."""
@@ -85,6 +183,16 @@ class CppException(Record):
     raised_file: str | None = None
     raised_line: int | None = None
     frames: int = 0
+
+    def facts(self) -> dict[str, Any]:
+        f = super().facts()
+        if self.exc_type:
+            f["error_type"] = self.exc_type
+        if self.what:
+            f["error_message"] = self.what
+        if self.raised_from:
+            f["raised_from"] = f"{self.raised_from} at {basename(self.raised_file or '')}:{self.raised_line}"
+        return f
 
 
 class SanitizerFrame(BaseModel):
@@ -123,6 +231,24 @@ class SanitizerReport(Record):
     device_frames: list[SanitizerFrame] = Field(default_factory=list)
     host_frames: list[SanitizerFrame] = Field(default_factory=list)
 
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | {"tool": self.tool, "check": self.check, "category": self.category}
+        f |= self._fields("memory_space", "access", "access_size_bytes", "address", "address_phrase", "allocation",
+                          "hazard_type", "hazards", "api_error", "api_call", "severity")
+        if self.function is not None:
+            f["kernel_name"] = self.function
+        if self.pc is not None:
+            f["pc_offset"] = self.pc
+        if self.file:
+            f.update(kernel_file=basename(self.file), kernel_line=self.line, kernel_path=self.file)
+        if self.thread is not None:
+            f["first_thread"] = list(self.thread)
+        if self.block is not None:
+            f["first_block"] = list(self.block)
+        if self.api_message:
+            f["error_message"] = self.api_message
+        return f
+
 
 class SanitizerSummary(Record):
     kind: Literal["sanitizer_summary"] = "sanitizer_summary"
@@ -152,6 +278,14 @@ class Oom(Record):
     reserved_but_unallocated: str | None = None
     private_pools: str | None = None
 
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | self._fields(
+            "tried_to_allocate", "total_capacity", "free", "gpu_index", "already_allocated", "reserved_in_total", "cached",
+            "allowed", "process_memory_in_use", "allocated_by_pytorch", "reserved_but_unallocated", "private_pools")
+        if self.exc_type:
+            f["error_type"] = self.exc_type
+        return f
+
 
 class LibraryError(Record):
     """`CUBLAS_STATUS_*` / `CUDNN_STATUS_*` failures and the call that returned them."""
@@ -161,6 +295,12 @@ class LibraryError(Record):
     status: str
     call: str | None = None
     message: str
+
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | {f"{self.library}_status": self.status}
+        if self.call:
+            f[f"{self.library}_call"] = re.split(r"[(\s]", self.call.strip())[0]
+        return f
 
 
 class NcclEvent(Record):
@@ -172,6 +312,10 @@ class NcclEvent(Record):
     timeout_ms: int | None = None
     ran_for_ms: int | None = None
     nccl_error: str | None = None
+
+    def facts(self) -> dict[str, Any]:
+        return super().facts() | self._fields("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error") | {
+            "nccl_event": self.event}
 
 
 class ElasticFailure(Record):
@@ -186,6 +330,12 @@ class ElasticFailure(Record):
     time: str | None = None
     error_file: str | None = None
 
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | self._fields("local_rank", "exitcode", "host", "time")
+        if self.failed_rank is not None:
+            f["rank"] = self.failed_rank
+        return f
+
 
 class TorchMessage(Record):
     """A known PyTorch / MONAI message template, with its values (shapes as lists of ints)."""
@@ -195,6 +345,24 @@ class TorchMessage(Record):
     text: str
     values: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
     shapes: list[list[int]] = Field(default_factory=list)
+    input_shape: list[int] | None = None
+    target_shape: list[int] | None = None
+
+    @property
+    def shape_relation(self) -> str | None:
+        """How prediction and label relate when the template names both (see kbdebug.shapes)."""
+        if self.input_shape is not None and self.target_shape is not None:
+            return relation(self.input_shape, self.target_shape)
+        return relation(self.shapes[0], self.shapes[1]) if len(self.shapes) == 2 else None
+
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | {"message_template": self.template} | dict(self.values)
+        if self.shapes:
+            f["shapes"] = self.shapes
+        f |= shape_facts(self.input_shape, self.target_shape)
+        if "shape_relation" not in f and (rel := self.shape_relation) is not None:
+            f["shape_relation"] = rel
+        return f
 
 
 class ArchWarning(Record):
@@ -202,6 +370,10 @@ class ArchWarning(Record):
     gpu_name: str
     device_capability: str
     supported_archs: list[str] = Field(default_factory=list)
+
+    def facts(self) -> dict[str, Any]:
+        return super().facts() | {"gpu_name": self.gpu_name, "device_capability": self.device_capability,
+                                  "supported_archs": self.supported_archs}
 
 
 AnyRecord = Annotated[

@@ -7,7 +7,6 @@ from functools import cache
 from typing import Any
 
 from kbdebug.diagnosis import Consequence, Diagnosis, Incident
-from kbdebug.facts import facts_of
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
 from kbdebug.records import Record
@@ -74,7 +73,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
         inc.records.append(rec)
-        for key, val in facts_of(rec).items():
+        for key, val in rec.facts().items():
             inc.facts.setdefault(key, val)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
     roots = _fold_consequences(list(incidents.values()), kb)

@@ -8,6 +8,7 @@ from typing import Any
 
 from lark import Tree
 
+from kbdebug.frames import basename
 from kbdebug.parse.grammar import first_alt, parse, subtree, token, tokens
 from kbdebug.records import (
     ArchWarning,
@@ -114,10 +115,6 @@ def _int(text: str | None) -> int | None:
 def _triple(text: str) -> tuple[int, int, int]:
     a, b, c = (int(x) for x in re.findall(r"\d+", text)[:3])
     return (a, b, c)
-
-
-def basename(path: str) -> str:
-    return re.split(r"[\\/]", path.rstrip("\\/"))[-1]
 
 
 # -- kernel asserts ------------------------------------------------------------------------------
@@ -659,6 +656,8 @@ class Assembler:
             values = {"input_batch": ints[0], "target_batch": ints[1]}
         elif template in ("spatial_target", "spatial_input"):
             values = {"expected_dims": ints[0]}
+            if len(ints) > 1:
+                values["got_dims"] = ints[1]
         elif template in ("scalar_type", "scalar_type_old", "not_implemented"):
             values = {"expected": words[0], "found": words[1]} if len(words) > 1 else {}
         elif template == "target_oob":
@@ -695,8 +694,10 @@ class Assembler:
             return
         rest = token(tree, "REST")
         body = text[: len(text) - len(rest)] if rest else text
+        roles = {name: [int(x) for x in tokens(sub, "INT")] for name in ("input_shape", "target_shape")
+                 for sub in alt.find_data(name)}
         self.out.append(TorchMessage(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
-                                     template=template, text=body.strip(), values=values, shapes=shapes))
+                                     template=template, text=body.strip(), values=values, shapes=shapes, **roles))
 
     def _calling_op(self, pattern: re.Pattern[str]) -> str | None:
         """The op named on the source line that raised, when the traceback printed it."""

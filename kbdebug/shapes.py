@@ -1,0 +1,84 @@
+"""How two tensor shapes relate: the evidence the shape rules decide on.
+
+A library words a label/prediction mismatch its own way (BCE's `Target size`, a metric's
+`ValueError`, a user's own `assert a.shape == b.shape`), but the mistake shows in the shapes
+themselves: `[8, 1, 128, 128]` against `[8, 6, 128, 128]` differs only in the channel dim, whoever
+printed it. The rules in `knowledge/` match on the relation named here (see "Boundaries between
+the shape rules" in rule-ids.md), so every wording of the same mistake lands on the same rule.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Shape = list[int]
+Relation = Literal["same", "batch", "channel", "class", "spatial", "rank", "mixed"]
+
+# `torch.Size([8, 1, 128, 128])`, `[8, 1, 128, 128]`, `(8, 1, 128, 128)`: the ways a shape is printed.
+_SHAPE = re.compile(r"torch\.Size\(\[([\d,\s]*)\]\)|\[\s*(\d+(?:\s*,\s*\d+)+)\s*,?\s*\]|\(\s*(\d+(?:\s*,\s*\d+)+)\s*,?\s*\)")
+
+
+def shapes_in(text: str, limit: int = 8) -> list[Shape]:
+    """Every printed shape in a message, in order (at most `limit`; a dump of numbers is not a message)."""
+    out: list[Shape] = []
+    for m in _SHAPE.finditer(text):
+        body = next(g for g in m.groups() if g is not None)
+        dims = [int(d) for d in body.replace(" ", "").split(",") if d]
+        out.append(dims)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def relation(a: Shape, b: Shape) -> Relation:
+    """What differs between two shapes, read as `[batch, channel, spatial...]`.
+
+    - `channel`: rank >= 3, only dim 1 differs (label `[B,1,H,W]` vs logits `[B,C,H,W]`);
+    - `class`: rank 2, only dim 1 differs (`[B,C]` vs `[B,K]`);
+    - `batch`: only dim 0 differs;
+    - `spatial`: the same rank, batch and channel agree, dims after them differ;
+    - `rank`: the ranks differ (a missing or extra channel dim, one-hot vs index labels);
+    - `mixed`: several of these at once.
+    """
+    if a == b:
+        return "same"
+    if len(a) != len(b):
+        return "rank"
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    if diff == [0]:
+        return "batch"
+    if diff == [1]:
+        return "channel" if len(a) >= 3 else "class"
+    if min(diff) >= 2:
+        return "spatial"
+    return "mixed"
+
+
+def differing_dims(a: Shape, b: Shape) -> list[int]:
+    if len(a) != len(b):
+        return []
+    return [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+
+
+def squeezed_rank_match(a: Shape, b: Shape) -> bool:
+    """`[B,1,H,W]` vs `[B,H,W]`: the same tensor but for a singleton channel dim."""
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return len(longer) == len(shorter) + 1 and len(longer) >= 3 and longer[1] == 1 and longer[:1] + longer[2:] == shorter
+
+
+def shape_facts(input_shape: Shape | None, target_shape: Shape | None) -> dict[str, object]:
+    """Facts about a prediction (`input_shape`) and a label (`target_shape`) pair, for rules and guides."""
+    facts: dict[str, object] = {}
+    if input_shape is None or target_shape is None:
+        return facts
+    facts["input_shape"] = input_shape
+    facts["target_shape"] = target_shape
+    rel = relation(input_shape, target_shape)
+    facts["shape_relation"] = rel
+    facts["differing_dims"] = differing_dims(input_shape, target_shape)
+    if len(input_shape) >= 2:
+        facts["input_channels"] = input_shape[1]
+    if len(target_shape) >= 2 and len(target_shape) == len(input_shape):
+        facts["target_channels"] = target_shape[1]
+    return facts
