@@ -61,6 +61,7 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
     parts.append("".join(traceback.format_exception(exc)))
     kb = load_kb(kb_dirs)
     records = parse_regions(scan_text("\n".join(parts)))
+    _add_frame_shapes(records, exc)
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
     _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
     return fill(diag, kb)
@@ -159,7 +160,22 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
             inc.facts["frame_tensors"] = tensors
 
 
-def _frame_tensors(frame: FrameType, code: str) -> dict[str, dict[str, Any]]:
+def _add_frame_shapes(records: list[Any], exc: BaseException) -> None:
+    """The shapes of the tensors on the failing line join the exception's record before the rules see
+    it: a broadcast message names one dim, the tensors say which relation (label vs logits) clashed."""
+    from kbdebug.records import PyException
+
+    found = next(((e, f) for e in _chain(exc) if (f := user_frame(e.__traceback__)) is not None), None)
+    last = next((r for r in reversed(records) if isinstance(r, PyException) and r.exc_type), None)
+    if found is None or last is None:
+        return
+    source, frame = found
+    line = _frame_line(source.__traceback__, frame)
+    code = linecache.getline(frame.f_code.co_filename, line, frame.f_globals).strip()
+    last.frame_shapes = [t["shape"] for t in _frame_tensors(frame, code, values=False).values()]
+
+
+def _frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str, dict[str, Any]]:
     """Shape, dtype and device of the tensors named on the failing line (metadata only: no kernel
     runs, so this is safe after a device-side assert has poisoned the CUDA context)."""
     torch = sys.modules.get("torch")
@@ -173,7 +189,7 @@ def _frame_tensors(frame: FrameType, code: str) -> dict[str, dict[str, Any]]:
         if isinstance(val, torch.Tensor):
             info: dict[str, Any] = {"shape": list(val.shape), "dtype": str(val.dtype).replace("torch.", ""),
                                     "device": str(val.device)}
-            if val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
+            if values and val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
                 try:
                     info["min"], info["max"] = _num(val.min().item()), _num(val.max().item())
                 except (RuntimeError, TypeError):

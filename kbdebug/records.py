@@ -84,6 +84,8 @@ class PyException(Record):
     frames: list[Frame] = Field(default_factory=list)
     chained: Literal["cause", "context"] | None = None
     has_header: bool = False
+    # Shapes of the tensors named on the failing line, when a live frame was there to read them.
+    frame_shapes: list[list[int]] = Field(default_factory=list)
 
     @property
     def folded_message(self) -> str:
@@ -96,10 +98,36 @@ class PyException(Record):
         return shapes_in(self.folded_message)
 
     @property
+    def pair_shapes(self) -> list[list[int]]:
+        """The two shapes that clashed: named in the message, else those of the tensors on the failing line."""
+        shapes = self.shapes
+        if len(shapes) == 2:
+            return shapes
+        distinct = [s for i, s in enumerate(self.frame_shapes) if len(s) >= 2 and s not in self.frame_shapes[:i]]
+        return distinct if len(distinct) == 2 else []
+
+    @property
     def shape_relation(self) -> str | None:
-        """How the two shapes the message names relate (see kbdebug.shapes), None unless exactly two."""
+        """How the two shapes the message names relate (see kbdebug.shapes), None unless it names two."""
         shapes = self.shapes
         return relation(shapes[0], shapes[1]) if len(shapes) == 2 else None
+
+    @property
+    def frame_shape_relation(self) -> str | None:
+        """The same, read from the two tensors on the failing line when the message names no shapes:
+        weaker evidence (the line may hold other tensors), so rules give it less weight."""
+        if len(self.shapes) == 2:
+            return None
+        pair = self.pair_shapes
+        return relation(pair[0], pair[1]) if pair else None
+
+    @property
+    def context_text(self) -> str:
+        """The message with the source lines and function names of its frames (never their file paths):
+        what tells a loss's prediction/label pair from any other two tensors."""
+        parts = [self.folded_message]
+        parts += [f"{f.function or ''} {f.code or ''}" for f in self.frames[-4:]]
+        return "\n".join(parts)
 
     @property
     def user_frame(self) -> Frame | None:
@@ -124,7 +152,9 @@ class PyException(Record):
         return None
 
     def facts(self) -> dict[str, Any]:
-        f = super().facts() | {"error_type": self.exc_type, "error_message": self.message.split("\n")[0].strip()}
+        f = super().facts() | {"error_message": self.message.split("\n")[0].strip()}
+        if self.exc_type:  # a message pasted without its `Type: ` has none
+            f["error_type"] = self.exc_type
         user = self.user_frame
         if user is not None:
             f["innermost_user_frame"] = f"{user.file}:{user.line}"
@@ -136,11 +166,11 @@ class PyException(Record):
             f["raised_at"] = f"{self.frames[-1].file}:{self.frames[-1].line}"
             if self.frames[-1].code:
                 f["raised_code"] = self.frames[-1].code
-        shapes = self.shapes
+        shapes = self.shapes or self.pair_shapes
         if len(shapes) >= 2:
             f["shapes"] = shapes
-        if len(shapes) == 2:
-            f["shape_relation"] = relation(shapes[0], shapes[1])
+        if (rel := self.shape_relation or self.frame_shape_relation) is not None:
+            f["shape_relation"] = rel
         return f
 
 

@@ -30,6 +30,9 @@ HEAD_CAP = 12 << 20  # evidence kept from the start and the end of a pathologica
 TAIL_CAP = 12 << 20
 MAX_LINE = 8192
 LONG_LINE = 1 << 20  # beyond this a "line" is a tqdm stream with only \r redraws: \r counts as a line end
+# An input this small is read whole, as one region: a pasted message need not hold any needle
+# ("CUDA out of memory. Tried to allocate ..." without its exception type has none).
+WHOLE = 1 << 20
 
 
 class Line(NamedTuple):
@@ -69,11 +72,14 @@ class Scanner:
         self._emitted_to = 0  # a new region never re-reads bytes of an emitted one
         self.dropped_bytes = 0
         self.total_bytes = 0
+        self._whole: list[bytes] | None = []  # everything fed, while it stays under WHOLE
 
     def feed(self, data: bytes) -> None:
         if not data:
             return
         self.total_bytes += len(data)
+        if self._whole is not None:
+            self._whole.append(data) if self.total_bytes <= WHOLE else setattr(self, "_whole", None)
         buf = self._buf + data if self._buf else data
         base = self._base
         # only complete lines are searched, so a needle split over two reads is still found
@@ -110,12 +116,15 @@ class Scanner:
             self._open[1] = min(self._open[1], end)
             self._emit(self._buf, self._base)
         self.total_bytes += offset - end
+        self._whole = None
         self._buf = b""
         self._base = self._searched = self._line_pos = offset
         self._line_no = line_no
         self._emitted_to = max(self._emitted_to, offset)
 
     def close(self) -> list[Region]:
+        if self._whole is not None:
+            return [_normalise(_Raw(0, b"".join(self._whole), 1))] if self._whole else []
         buf, base = self._buf, self._base
         if self._searched < base + len(buf):
             self._search(buf, base, self._searched - base, len(buf))
@@ -374,10 +383,37 @@ _RECORD_START = re.compile(
 _RULE_LINE = re.compile(r"^[-=_*#~\s]+$")
 
 
+# Translated pages and CJK input methods print ASCII punctuation in its full-width form: fold the whole
+# full-width ASCII block (U+FF01-U+FF5E) and the ideographic space back, so `RuntimeError：CUDA error：`
+# reads as it was printed.
+_FULLWIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | {0x3000: 0x20}
+_FRAME_AT = re.compile(r'File "[^"\n]*", line \d+(?:, in [^\s(]+)?')
+_EXC_AT = re.compile(r"(?<=\s)(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s)")
+
+
+def _unflatten(seg: str) -> list[str]:
+    """A traceback whose newlines were lost (a Markdown paragraph, a chat paste) back into its lines:
+    each frame, the source line after it, and the exception line after the last one."""
+    frames = list(_FRAME_AT.finditer(seg))
+    if not frames or (len(frames) == 1 and frames[0].start() == len(seg) - len(seg.lstrip())):
+        return [seg]
+    out = [seg[: frames[0].start()]]
+    for i, m in enumerate(frames):
+        out.append(m.group(0))
+        tail = seg[m.end() : frames[i + 1].start() if i + 1 < len(frames) else len(seg)]
+        if i + 1 == len(frames):  # after the last frame: its source line, then the exception
+            out.extend(_EXC_AT.split(tail, maxsplit=1))
+        else:
+            out.append(tail)
+    return [p.strip() for p in out if p.strip()]
+
+
 def _normalise(raw: _Raw) -> Region:
     text = raw.data.decode("utf-8", "replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if not text.isascii():
+        text = text.translate(_FULLWIDTH)
     text = text.replace("\r\n", "\n")
     region = Region(first_line=raw.line)
     physical = text.split("\n")
@@ -388,14 +424,15 @@ def _normalise(raw: _Raw) -> Region:
     for offset, phys in enumerate(physical):
         no = raw.line + offset
         first = True
-        for seg in phys.split("\r"):
-            seg = _clean(seg)
-            if not seg.strip():
-                continue
-            for line in _split_prefixed(seg, no):
-                lines.append(line)
-                starts.append(first)
-                first = False
+        for piece in phys.split("\r"):
+            for seg in _unflatten(piece) if 'File "' in piece else (piece,):
+                seg = _clean(seg)
+                if not seg.strip():
+                    continue
+                for line in _split_prefixed(seg, no):
+                    lines.append(line)
+                    starts.append(first)
+                    first = False
     region.lines = _rejoin_wrapped(lines, starts)
     return region
 

@@ -37,21 +37,27 @@ def relation(a: Shape, b: Shape) -> Relation:
     - `channel`: rank >= 3, only dim 1 differs (label `[B,1,H,W]` vs logits `[B,C,H,W]`);
     - `class`: rank 2, only dim 1 differs (`[B,C]` vs `[B,K]`);
     - `batch`: only dim 0 differs;
-    - `spatial`: the same rank, batch and channel agree, dims after them differ;
+    - `spatial`: the same rank and batch, dims after the channel differ (or several after the batch);
     - `rank`: the ranks differ (a missing or extra channel dim, one-hot vs index labels);
     - `mixed`: several of these at once.
     """
     if a == b:
         return "same"
     if len(a) != len(b):
+        # class-index targets have no class dim: compare `[N, C, d...]` without C against `[N, d...]`
+        longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+        if len(longer) == len(shorter) + 1 and len(longer) >= 2:
+            rest = longer[:1] + longer[2:]
+            if rest[1:] == shorter[1:] and rest[0] != shorter[0]:
+                return "batch"
         return "rank"
     diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
     if diff == [0]:
         return "batch"
     if diff == [1]:
         return "channel" if len(a) >= 3 else "class"
-    if min(diff) >= 2:
-        return "spatial"
+    if min(diff) >= 2 or (min(diff) >= 1 and len(diff) >= 2):
+        return "spatial"  # `[B,H,W]` masks have no channel dim: several dims after the batch differ
     return "mixed"
 
 

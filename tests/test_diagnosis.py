@@ -24,7 +24,7 @@ RULE_FIXTURES = {
     "other_device_assert": "/x/aten/src/ATen/native/cuda/MaxUnpooling.cu:47: max_unpooling2d_forward_kernel: block: [0,0,0], thread: [1,0,0] Assertion `maxind >= 0 && maxind < outputImageSize` failed.\n",
     "async_error_unlocalized": TB + "RuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n",
     "channel_onehot_mismatch": TB + "AssertionError: ground truth has different shape (torch.Size([4, 1, 96, 96, 96])) from input (torch.Size([4, 14, 96, 96, 96]))\n",
-    "broadcast_shape_mismatch": TB + "RuntimeError: The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1\n",
+    "broadcast_shape_mismatch": TB.replace("loss = crit(out, y)", "h = feats + pos_emb") + "RuntimeError: The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1\n",
     "matmul_shape_mismatch": TB + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x512 and 256x10)\n",
     "conv_channel_mismatch": TB + "RuntimeError: Given groups=1, weight of size [64, 3, 7, 7], expected input[1, 1, 224, 224] to have 3 channels, but got 1 channels instead\n",
     "batch_size_mismatch": TB + "ValueError: Expected input batch_size (32) to match target batch_size (64).\n",

@@ -140,6 +140,10 @@ MESSAGES = {
     "bernoulli_p": "Expected p_in >= 0 && p_in <= 1 to be true, but got false.",
     "cudnn_engine": "GET was unable to find an engine to execute this computation",
     "driver_oom": "CUDA driver error: out of memory",
+    "target_dtype": "expected target dtype to be Long or Byte, but got Float",
+    "one_hot_dtype": "one_hot is only applicable to index tensor of type LongTensor.",
+    "anomaly_detected": "Error detected in SoftmaxBackward0. Traceback of forward call that caused the error:",
+    "scatter_invalid": "Invalid index in scatter at /opt/conda/aten/src/TH/generic/THTensorEvenMoreMath.cpp:151",
 }
 
 OOM = [

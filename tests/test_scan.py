@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from kbdebug.scan import NEEDLES, Scanner, iter_lines, scan_bytes, scan_stream
+from kbdebug.scan import NEEDLES, WHOLE, Scanner, iter_lines, scan_bytes, scan_stream, scan_text
 
 
 def texts(data: bytes) -> list[str]:
@@ -13,7 +13,14 @@ def texts(data: bytes) -> list[str]:
 
 def test_noise_only_gives_no_region() -> None:
     noise = b"".join(b"Epoch 1: %d%%|###| loss=0.1\r" % i for i in range(1000)) + b"\n"
+    noise *= 1 + WHOLE // len(noise)  # a small input is read whole; a large one only around its needles
     assert scan_bytes(noise) == []
+
+
+def test_small_input_is_one_region_even_without_needles() -> None:
+    text = "step 10 loss 0.3\nCUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 7.79 GiB\n"
+    regions = scan_text(text)
+    assert [ln.text for r in regions for ln in r.lines] == text.splitlines()
 
 
 def test_ansi_crlf_and_carriage_returns_are_normalised() -> None:

@@ -97,7 +97,25 @@ def _build(files: list[tuple[Path, bytes]]) -> KnowledgeBase:
             kb.rules.remove(old)
         kb.rules.append(rule)
         kb.sources[rule.id] = path
+    _expand_groups(kb)
     return kb
+
+
+def _expand_groups(kb: KnowledgeBase) -> None:
+    """`consequence_of = ["@device_fault"]` means every rule that declares `groups = ["device_fault"]`:
+    a cause's membership is written once, in the cause's own file."""
+    members: dict[str, list[str]] = {}
+    for rule in kb.rules:
+        for group in rule.groups:
+            members.setdefault(group, []).append(rule.id)
+    for rule in kb.rules:
+        if any(c.startswith("@") for c in rule.consequence_of):
+            expanded: list[str] = []
+            for cause in rule.consequence_of:
+                for rid in members.get(cause[1:], []) if cause.startswith("@") else [cause]:
+                    if rid not in expanded and rid != rule.id:
+                        expanded.append(rid)
+            rule.consequence_of = expanded
 
 
 def lint(directory: Path) -> list[str]:

@@ -52,10 +52,61 @@ def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     for rule in kb.rules:
         for m in rule.match:
             if matches(m, rec):
-                cand = (rule.priority, m.confidence, rule, m)
+                cand = (_priority(rule, m), m.confidence, rule, m)
                 if best is None or cand[:2] > best[:2]:
                     best = cand
+    if best is None or "fallback" in best[2].tags:
+        inferred = infer_rule(rec, kb)
+        if inferred is not None:
+            return inferred
     return (best[2], best[3]) if best else None
+
+
+def _priority(rule: Rule, m: Match) -> int:
+    return rule.priority if m.priority is None else m.priority
+
+
+# Evidence below this does not name a cause; confidence of an inferred cause stays below any template's.
+MIN_EVIDENCE = 0.5
+INFERRED_CONFIDENCE = (0.45, 0.3)  # base + scale * evidence
+
+
+def evidence_text(rec: Record) -> str | None:
+    """The text of an error a rule's indicators are looked for in: its message, folded onto one line."""
+    text = getattr(rec, "folded_message", None) or getattr(rec, "what", None)
+    return text if isinstance(text, str) and text.strip() else None
+
+
+def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
+    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text`."""
+    miss, found = 1.0, []
+    for ind in rule.indicators:
+        m = _rx(ind.pattern).search(text)
+        if m:
+            miss *= 1.0 - ind.weight
+            found.append(m.group(0))
+    return 1.0 - miss, found
+
+
+def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
+    """When no template fits, the rule whose indicator phrases the error's text holds most strongly."""
+    text = evidence_text(rec)
+    if text is None:
+        return None
+    best: tuple[float, int, Rule, list[str]] | None = None
+    for rule in kb.rules:
+        if not rule.indicators:
+            continue
+        score, found = indicator_score(rule, text)
+        if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
+            best = (score, rule.priority, rule, found)
+    if best is None:
+        return None
+    score, _, rule, found = best
+    base, scale = INFERRED_CONFIDENCE
+    made = Match(kind=rec.kind, confidence=round(base + scale * score, 2))  # type: ignore[arg-type]
+    made._inferred_from = found
+    return rule, made
 
 
 def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-") -> Diagnosis:
@@ -75,6 +126,8 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.records.append(rec)
         for key, val in rec.facts().items():
             inc.facts.setdefault(key, val)
+        if m.inferred_from:
+            inc.facts.setdefault("inferred_from", m.inferred_from)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
     roots = _fold_consequences(list(incidents.values()), kb)
     roots.sort(key=lambda i: (0 if i.device_evidence else 1, i.first_line))
@@ -88,25 +141,30 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
 
 
 def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | None]) -> None:
-    """A traceback joins the incident of the specific record its message (or its neighbour) produced.
-
-    `RuntimeError: CUDA error: CUBLAS_STATUS_...` is one line read by two grammars; the exception
-    carries the type and the frames, the library record the meaning.
+    """A traceback and the records read from its own lines are one error: they share the rule of the
+    most specific reading. `RuntimeError: CUDA error: CUBLAS_STATUS_...` is one line read by two
+    grammars (the exception carries the type and the frames, the library record the meaning); a
+    broadcast message inside a loss is read as a template and, with the frames, as a label/logits clash.
     """
     for i, rec in enumerate(records):
         if rec.kind != "exception":
             continue
-        own = found[i][0].priority if found[i] else -1
+        own = _priority(*found[i]) if found[i] else -1  # type: ignore[misc]
         best: tuple[Rule, Match] | None = None
-        for j, other in enumerate(records):
+        near = [j for j, other in enumerate(records)
+                if j != i and other.kind != "exception" and rec.first_line - 3 <= other.first_line <= rec.last_line]
+        for j in near:
             cand = found[j]
-            if j == i or cand is None or other.kind == "exception":
-                continue
-            if rec.first_line - 3 <= other.first_line <= rec.last_line and cand[0].priority > own:
-                if best is None or cand[0].priority > best[0].priority:
-                    best = cand
+            if cand is not None and _priority(*cand) > own and (best is None or _priority(*cand) > _priority(*best)):
+                best = cand
         if best is not None:
             found[i] = best
+            continue
+        for j in near:  # the exception's reading wins: its message's template record joins it
+            cand = found[j]
+            if found[i] is not None and records[j].kind == "message" and rec.first_line <= records[j].first_line \
+                    and (cand is None or _priority(*cand) < own):
+                found[j] = found[i]
 
 
 def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Incident]:

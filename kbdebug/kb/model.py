@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 RecordKind = Literal[
     "kernel_assert", "exception", "cuda_error", "cpp_exception", "sanitizer", "sanitizer_summary",
@@ -27,6 +27,15 @@ class Match(BaseModel):
     fields: dict[str, str] = Field(default_factory=dict)
     absent: dict[str, str] = Field(default_factory=dict)
     confidence: float = Field(0.8, ge=0.0, le=1.0)
+    # Evidence more specific than the rule's usual kind may outrank other rules' templates on the same
+    # error (a one-hot built with `scatter_(1, label, 1)` over the generic scatter bound check).
+    priority: int | None = Field(None, ge=0, le=100)
+    # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
+    _inferred_from: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def inferred_from(self) -> list[str]:
+        return self._inferred_from
 
     @field_validator("fields", "absent")
     @classmethod
@@ -50,16 +59,59 @@ class Guide(BaseModel):
     fix: str = Field(min_length=10)
 
 
+class Indicator(BaseModel):
+    """A phrase that speaks for the rule when no template fits (a truncated, re-worded or translated
+    message), the way Build Failure Analyzer's indications do. Found in an error's folded message;
+    the weights of the phrases found combine as independent evidence (1 - prod(1 - w))."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str
+    weight: float = Field(0.6, gt=0.0, le=1.0)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"regex does not compile: {exc}") from exc
+        return value
+
+
+class Examples(BaseModel):
+    """Log snippets that must (positive) and must not (negative) be diagnosed as this rule, run by
+    the tests and by `kbdebug rules lint`: the rule's contract, like ruff's rule docs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    positive: list[str] = Field(default_factory=list)
+    negative: list[str] = Field(default_factory=list)
+
+
 class Rule(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str = Field(min_length=3)
     priority: int = Field(50, ge=0, le=100)
-    match: list[Match] = Field(min_length=1)
+    match: list[Match] = Field(default_factory=list)
+    indicators: list[Indicator] = Field(default_factory=list)
+    # Groups this cause belongs to; `consequence_of = ["@group"]` names them all at once.
+    groups: list[str] = Field(default_factory=list)
+    # What the rule is, for code that must act on it without naming it: "async" (reported later than
+    # it happened), "fallback" (the catch-all), "collective" (a rank waiting on another rank's failure).
+    tags: list[str] = Field(default_factory=list)
     consequence_of: list[str] = Field(default_factory=list)
     checks: list[str] = Field(default_factory=list)
     commands: list[str] = Field(default_factory=list)
     facts: dict[str, str] = Field(default_factory=dict)
     guide: Guide
     references: list[str] = Field(default_factory=list)
+    examples: Examples = Field(default_factory=Examples)
+
+    @model_validator(mode="after")
+    def _recognisable(self) -> Rule:
+        if not self.match and not self.indicators:
+            raise ValueError("a rule needs at least one [[match]] or [[indicators]] entry")
+        return self

@@ -32,7 +32,6 @@ from kbdebug.scan import Line
 MAX_ASSERT_PARSES = 200  # beyond this many assert lines, the rest are counted by regex only
 MAX_MESSAGE_LINES = 30
 
-_FULLWIDTH = str.maketrans({"：": ":", "，": ",", "（": "(", "）": ")", "【": "[", "】": "]"})
 _ASSERT_HINT = re.compile(r"Assertion|assert", re.I)
 _COORD = re.compile(
     r"block\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]\s*[,，]\s*"
@@ -74,6 +73,7 @@ _MSG_ANCHOR = re.compile(
     r"|[Ll]oss (?:is|=|became|went to) (?:nan|NaN|inf)|probability tensor contains|invalid multinomial distribution"
     r"|ground truth has|labels should have a channel|the number of classes for One-Hot|single channel prediction"
     r"|the number of dimensions for input and target|The current PyTorch install supports"
+    r"|expected target dtype to be|one_hot is only applicable to index|Error detected in \w+Backward|Invalid index in (?:scatter|gather)"
 )
 _CARETS = frozenset("^~ ")
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
@@ -147,7 +147,7 @@ def clean_condition(cond: str) -> str:
 
 def fuzzy_assert(line: Line) -> KernelAssert | None:
     """Best effort for lines mangled by concurrent device printf: file, condition, coordinates."""
-    text = line.text.translate(_FULLWIDTH)
+    text = line.text.replace("【", "[").replace("】", "]")
     cond = _FUZZY_COND.search(text)
     files = _FUZZY_FILE.findall(text)
     if not cond or not files:
@@ -280,6 +280,7 @@ class Assembler:
         self.tb_start = 0
         self.wrapper_at: int | None = None
         self.expect_code = False  # a plain `File "...", line N` frame was just read: its source line follows
+        self.plain_frames = False  # the frames read so far are Python's plain ones (not IPython's with context lines)
 
     def run(self, lines: list[Line]) -> list[Record]:
         for line in lines:
@@ -314,6 +315,10 @@ class Assembler:
         elif self.expect_code and self.exc is None and self.frames and stripped and not set(stripped) <= _CARETS:
             self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
             self.expect_code = False
+        elif self.exc is None and self.plain_frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
+            # after a plain frame and its source line, a line that is neither is the exception line
+            # without its `Type: ` (only the message was pasted)
+            self._start_exc(line, "", stripped)
         elif self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES and stripped:
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
@@ -335,6 +340,7 @@ class Assembler:
         m8 = _IPY8_FRAME.match(text)
         if m8:
             self._close_exc()
+            self.plain_frames = False
             self.frames.append(Frame(file=m8.group(1), line=int(m8.group(2)), function=m8.group(3)))
             return True
         tree = parse("traceback", text)
@@ -357,9 +363,10 @@ class Assembler:
             self._close_exc()
             name = (token(alt, "FILENAME") or '""')[1:-1]
             self.frames.append(Frame(file=name, line=_int(token(alt, "INT")), function=token(alt, "FUNCNAME")))
-            self.expect_code = True
+            self.expect_code = self.plain_frames = True
         elif kind == "ipython_frame":
             self._close_exc()
+            self.plain_frames = False
             # IPython 8 prints `Cell In[7], line 3[, in f(...)]`; older ones the line on the `---->` arrow
             name = token(alt, "IPY_FILE") or token(alt, "CELL") or ""
             self.frames.append(Frame(file=name, line=_int(token(alt, "INT")), function=token(alt, "FUNCNAME")))
@@ -394,6 +401,7 @@ class Assembler:
             message=msg, frames=self.frames, chained=self.chain, has_header=self.header,  # type: ignore[arg-type]
         )
         self.frames, self.header, self.chain, self.exc_lines = [], False, None, 0
+        self.plain_frames = False
 
     def _warning_message(self, line: Line) -> None:
         assert self.pending_warning is not None
@@ -404,6 +412,7 @@ class Assembler:
 
     def _close_exc(self) -> None:
         if self.exc is not None:
+            self._reread_message(self.exc)
             if self.wrapper_at is not None:  # put the original exception before its wrapper: its facts win
                 self.out.insert(self.wrapper_at, self.exc)
                 self.wrapper_at = None
@@ -411,6 +420,23 @@ class Assembler:
                 self.out.append(self.exc)
             self.exc = None
         self.pending_warning = None
+
+    def _reread_message(self, exc: PyException) -> None:
+        """Read a message again as one line when a console split it (sentences on their own lines, a
+        wrap mid-number) or when its exception type was not pasted: the templates see it whole."""
+        if "\n" not in exc.message and exc.exc_type:
+            return
+        known = {(r.kind, r.first_line) for r in self.out[-8:]}
+        for folded in dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n")))):
+            line = Line(exc.first_line, folded, exc.rank)
+            before = len(self.out)
+            if ("oom", exc.first_line) not in known and "out of memory" in folded:
+                self.oom(line)
+            start = _message_start(folded)
+            if start is not None and ("message", exc.first_line) not in known:
+                self.message(line, folded[start:])
+            if len(self.out) > before:
+                return
 
     # -- kernel asserts --------------------------------------------------------------------------
     def assertion(self, line: Line) -> bool:
@@ -629,7 +655,7 @@ class Assembler:
         shapes = [[int(x) for x in tokens(s, "INT")] for s in alt.find_data("shape")]
         ints = [int(str(c)) for c in alt.children if getattr(c, "type", None) in ("INT", "SIGNED")]
         words = [str(c).strip("\"'") for c in alt.children if getattr(c, "type", None) in
-                 ("WORD", "DEVICE", "TENSOR_TYPE", "OP_NAME", "ATEN_OP", "FN_NAME", "QUOTED_NAME", "CONV_KIND", "ARCH", "GPU_NAME")]
+                 ("WORD", "DEVICE", "TENSOR_TYPE", "OP_NAME", "ATEN_OP", "FN_NAME", "BACKWARD_NAME", "QUOTED_NAME", "CONV_KIND", "ARCH", "GPU_NAME")]
         values: dict = {}
         if template in ("broadcast", "expand"):
             values = {"size_a": ints[0], "size_b": ints[1], "dim": ints[2]}
@@ -680,8 +706,12 @@ class Assembler:
             values = {"argument": words[0], "device_a": words[1], "device_b": words[2]}
         elif template == "input_weight_type":
             values = {"input_type": words[0], "weight_type": words[1]}
-        elif template in ("deterministic", "anomaly_nan"):
+        elif template in ("deterministic", "anomaly_nan", "anomaly_detected"):
             values = {"op": words[0]}
+            if template != "deterministic":
+                values["backward_function"] = words[0]
+        elif template == "target_dtype":
+            values = {"expected": " or ".join(words[:-1]), "found": words[-1]}
         elif template == "arch_incompatible":
             self.arch = ArchWarning(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
                                     gpu_name=words[0].strip(), device_capability=words[1])
