@@ -360,7 +360,13 @@ _PREFIXES = [
     # (pattern, group holding a rank or None)
     (re.compile(r"^\[rank(\d+)\]:\s?"), 1),
     (re.compile(r"^\[default(\d+)\]:\s?"), 1),
-    (re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)? ?pid=\d+(?:, ip=[\d.]+)?\)\s"), None),
+    (re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"), 1),
+    # systemd's journal: `Oct 04 15:02:41 host unit[394]: `
+    (re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "), None),
+    # glog / vLLM style: `ERROR 03-19 07:27:53 [file.py:375] `
+    (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]\s]+\] "), None),
+    # a notebook's or a chat's `Error: ` before the exception line itself
+    (re.compile(r"^(?:Error|ERROR|Exception)\s*:\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):)"), None),
     (re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?"), None),
     (re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?[^\]]*\]\s*"), None),
     (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"), None),
@@ -433,7 +439,9 @@ def _normalise(raw: _Raw) -> Region:
                     lines.append(line)
                     starts.append(first)
                     first = False
-    region.lines = _rejoin_wrapped(lines, starts)
+    # a terminal wraps the line as printed, prefix included: widths are read off the physical lines
+    widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys}
+    region.lines = _rejoin_wrapped(lines, starts, widths)
     return region
 
 
@@ -456,7 +464,7 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None]:
         for pattern, group in _PREFIXES:
             m = pattern.match(seg)
             if m and m.end() < len(seg):
-                if group is not None and rank is None:
+                if group is not None and rank is None and m.group(group) is not None:
                     rank = int(m.group(group))
                 seg = seg[m.end() :]
                 break
@@ -478,17 +486,22 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
             yield Line(no, part, rank)
 
 
-def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None) -> list[Line]:
+def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: dict[int, int] | None = None) -> list[Line]:
     """Undo hard wrapping at a fixed console width (Windows consoles, pasted terminals).
 
     A line is taken as wrapped when its length is one that at least two long lines share and
     the next line does not look like a line of its own: Windows' 80 columns cut anywhere, other
     widths only where the continuation starts without indentation and differs from the line.
     """
+    def width(i: int) -> int:  # the physical line's width for its last piece, else the piece's own
+        ln = lines[i]
+        last_piece = i + 1 == len(lines) or lines[i + 1].no != ln.no
+        return phys.get(ln.no, len(ln.text)) if phys is not None and last_piece else len(ln.text)
+
     counts: dict[int, int] = {}
-    for ln in lines:
-        if len(ln.text) >= 60:
-            counts[len(ln.text)] = counts.get(len(ln.text), 0) + 1
+    for i in range(len(lines)):
+        if width(i) >= 60:
+            counts[width(i)] = counts.get(width(i), 0) + 1
     widths = {w for w, c in counts.items() if c >= 2 and w <= 400}
     if not widths:
         return lines
@@ -498,11 +511,11 @@ def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None) -> list
         cur = lines[i]
         text, last_no = cur.text, cur.no
         while (
-            len(lines[i].text) in widths
+            width(i) in widths
             and i + 1 < len(lines)
             and lines[i + 1].no == last_no + 1
             and (starts is None or starts[i + 1])
-            and _continues(lines[i].text, lines[i + 1], len(lines[i].text))
+            and _continues(lines[i].text, lines[i + 1], width(i))
         ):
             i += 1
             text += lines[i].text

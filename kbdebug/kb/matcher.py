@@ -62,6 +62,11 @@ def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     return (best[2], best[3]) if best else None
 
 
+def _tags(kb: KnowledgeBase, rule_id: str) -> list[str]:
+    rule = kb.get(rule_id)
+    return rule.tags if rule is not None else []
+
+
 def _priority(rule: Rule, m: Match) -> int:
     return rule.priority if m.priority is None else m.priority
 
@@ -124,13 +129,17 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
         inc.records.append(rec)
-        for key, val in rec.facts().items():
-            inc.facts.setdefault(key, val)
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
+    for inc in incidents.values():
+        # the Python exception the user saw names the error; C++ and CUDA records add what it lacks
+        for rec in sorted(inc.records, key=lambda r: 0 if getattr(r, "exc_type", None) and r.kind == "exception" else 1):
+            for key, val in rec.facts().items():
+                inc.facts.setdefault(key, val)
     roots = _fold_consequences(list(incidents.values()), kb)
-    roots.sort(key=lambda i: (0 if i.device_evidence else 1, i.first_line))
+    # device evidence first (it is the cause of what follows); the catch-all only after every named cause
+    roots.sort(key=lambda i: (0 if i.device_evidence else 1, "fallback" in _tags(kb, i.rule), i.first_line))
     for inc in roots:
         root_rule = kb.get(inc.rule)
         assert root_rule is not None
