@@ -371,6 +371,8 @@ _PREFIXES = [
     (re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?[^\]]*\]\s*"), None),
     (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"), None),
     (re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"), None),
+    # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
+    (re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+-\s+"), None),
     (re.compile(r"^(\d{1,4}): (?=\S)"), 1),
     (re.compile(r"^>\s?"), None),
 ]

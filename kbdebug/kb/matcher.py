@@ -184,9 +184,10 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Inc
         rule = kb.get(inc.rule)
         assert rule is not None
         causes = [by_id[c] for c in rule.consequence_of if c in by_id and c != inc.rule and c not in folded]
-        if "*" in rule.consequence_of:
+        if "*" in rule.consequence_of:  # any named cause; the catch-all names none
             causes += [i for i in incidents if i.rule != inc.rule and i.rule not in folded
-                       and "*" not in (kb.get(i.rule).consequence_of if kb.get(i.rule) else [])]
+                       and "*" not in (kb.get(i.rule).consequence_of if kb.get(i.rule) else [])
+                       and "fallback" not in _tags(kb, i.rule)]
         if not causes:
             continue
         cause = min(causes, key=lambda i: (0 if i.device_evidence else 1, i.first_line))

@@ -31,6 +31,7 @@ from kbdebug.scan import Line
 
 MAX_ASSERT_PARSES = 200  # beyond this many assert lines, the rest are counted by regex only
 MAX_MESSAGE_LINES = 30
+FALLBACK_LINES = 3  # lines read as a bare message when nothing in a region is recognised
 
 _ASSERT_HINT = re.compile(r"Assertion|assert", re.I)
 _COORD = re.compile(
@@ -280,12 +281,18 @@ class Assembler:
         self.tb_start = 0
         self.wrapper_at: int | None = None
         self.expect_code = False  # a plain `File "...", line N` frame was just read: its source line follows
+        self.free_code: str | None = None  # an indented line read outside any traceback: maybe the failing source line
         self.plain_frames = False  # the frames read so far are Python's plain ones (not IPython's with context lines)
 
     def run(self, lines: list[Line]) -> list[Record]:
         for line in lines:
             self.line(line)
+            self.free_code = line.text.strip() if line.text[:1].isspace() and self.exc is None and not self.frames else None
         self._close_exc()
+        if not self.out and lines:  # no format recognised: the last lines may still be an error's message
+            tail = lines[-FALLBACK_LINES:]
+            self.out.append(PyException(first_line=tail[0].no, last_line=tail[-1].no, raw="\n".join(t.text for t in tail),
+                                        rank=tail[-1].rank, exc_type="", message="\n".join(t.text.strip() for t in tail)))
         if self.frames:  # a traceback cut off before its exception line still locates user code
             last = lines[-1] if lines else Line(0, "")
             self.out.append(PyException(first_line=self.tb_start or last.no, last_line=last.no, exc_type="", message="",
@@ -396,6 +403,8 @@ class Assembler:
         return True
 
     def _start_exc(self, line: Line, exc_type: str, msg: str) -> None:
+        if not self.frames and self.free_code:  # only the failing source line was pasted above the error
+            self.frames = [Frame(file="<unknown>", code=self.free_code)]
         self.exc = PyException(
             first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank, exc_type=exc_type,
             message=msg, frames=self.frames, chained=self.chain, has_header=self.header,  # type: ignore[arg-type]
@@ -611,6 +620,8 @@ class Assembler:
             rank = int(re.findall(r"\d+", rank_tag)[-1]) if rank_tag else line.rank
             base["rank"] = rank
             inner = first_alt(alt) if not isinstance(alt.children[-1], Tree) else alt.children[-1]
+            if inner.data == "terminated":  # the watchdog's exception is often the timeout itself
+                inner = subtree(inner, "timeout") or inner
             if inner.data == "timeout":
                 fields = {token(f, "WORK_KEY"): token(f, "WORK_VAL") for f in inner.find_data("work_field")}
                 self.out.append(NcclEvent(**base, event="watchdog_timeout", text=text, op_type=fields.get("OpType"),
