@@ -447,9 +447,14 @@ def _normalise(raw: _Raw) -> Region:
     return region
 
 
+_PANE_BORDER = re.compile(r"\s{3,}[x│┃|]\s*$")  # a terminal multiplexer's pane border after the padding
+
+
 def _clean(seg: str) -> str:
     if len(seg) > MAX_LINE:
         seg = seg[:MAX_LINE]
+    if seg.endswith(("x", "│", "┃", "|", " ")) and _PANE_BORDER.search(seg):
+        seg = _PANE_BORDER.sub("", seg)
     if "**" in seg:
         seg = _BOLD.sub(r"\1", seg)
     if _CTRL.search(seg):

@@ -132,9 +132,10 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
+    _locate_in_traceback(records, found_all, incidents)
     for inc in incidents.values():
         # the Python exception the user saw names the error; C++ and CUDA records add what it lacks
-        for rec in sorted(inc.records, key=lambda r: 0 if getattr(r, "exc_type", None) and r.kind == "exception" else 1):
+        for rec in sorted(inc.records, key=_fact_rank):
             for key, val in rec.facts().items():
                 inc.facts.setdefault(key, val)
     roots = _fold_consequences(list(incidents.values()), kb)
@@ -147,6 +148,27 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.checks = list(root_rule.checks)
         inc.commands = list(root_rule.commands)
     return Diagnosis(source=source, incidents=roots)
+
+
+def _fact_rank(rec: Record) -> int:
+    """Whose facts win: the exception the user saw, then warnings, then the rest (C++, CUDA, templates)."""
+    exc_type = getattr(rec, "exc_type", None) or ""
+    if rec.kind != "exception" or not exc_type:
+        return 2
+    return 1 if exc_type.endswith("Warning") else 0
+
+
+def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] | None], incidents: dict[str, Incident]) -> None:
+    """An error read from a line of its own (an anomaly-mode warning, a bare message) is located by the
+    traceback that follows it when that traceback names no error of its own (it was cut off)."""
+    located = {id(r) for inc in incidents.values() for r in inc.records if getattr(r, "frames", None)}
+    for inc in incidents.values():
+        if any(id(r) in located for r in inc.records):
+            continue
+        after = [rec for rec, hit in zip(records, found, strict=True)
+                 if hit is None and rec.kind == "exception" and rec.first_line >= inc.first_line and getattr(rec, "frames", None)]
+        if after:  # the last traceback printed is the error's own (an anomaly warning prints the forward call's first)
+            inc.records.append(after[-1])
 
 
 def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | None]) -> None:
