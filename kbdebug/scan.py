@@ -29,6 +29,7 @@ MAX_REGION = 4 << 20
 HEAD_CAP = 12 << 20  # evidence kept from the start and the end of a pathological log
 TAIL_CAP = 12 << 20
 MAX_LINE = 8192
+MAX_FLAT = 32 * MAX_LINE  # a log whose newlines were lost is one line: it is split before lines are cut to MAX_LINE
 LONG_LINE = 1 << 20  # beyond this a "line" is a tqdm stream with only \r redraws: \r counts as a line end
 # An input this small is read whole, as one region: a pasted message need not hold any needle
 # ("CUDA out of memory. Tried to allocate ..." without its exception type has none).
@@ -372,7 +373,7 @@ _PREFIXES = [
     (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"), None),
     (re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"), None),
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
-    (re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+-\s+"), None),
+    (re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"), None),
     (re.compile(r"^(\d{1,4}): (?=\S)"), 1),
     (re.compile(r"^>\s?"), None),
 ]
@@ -382,6 +383,7 @@ _GLUE = re.compile(
     r"|(?<=` failed\.)(?=\S)"
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
     r"|(?<=\S)(?=\[rank\d+\]:)"
+    r"|(?<=\. )(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
 _BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 _RECORD_START = re.compile(
@@ -433,14 +435,13 @@ def _normalise(raw: _Raw) -> Region:
         no = raw.line + offset
         first = True
         for piece in phys.split("\r"):
-            for seg in _unflatten(piece) if 'File "' in piece else (piece,):
-                seg = _clean(seg)
-                if not seg.strip():
-                    continue
-                for line in _split_prefixed(seg, no):
-                    lines.append(line)
-                    starts.append(first)
-                    first = False
+            seg = _clean(piece)
+            if not seg.strip():
+                continue
+            for line in _split_prefixed(seg, no):
+                lines.append(line)
+                starts.append(first)
+                first = False
     # a terminal wraps the line as printed, prefix included: widths are read off the physical lines
     widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys}
     region.lines = _rejoin_wrapped(lines, starts, widths)
@@ -451,8 +452,8 @@ _PANE_BORDER = re.compile(r"\s{3,}[x│┃|]\s*$")  # a terminal multiplexer's p
 
 
 def _clean(seg: str) -> str:
-    if len(seg) > MAX_LINE:
-        seg = seg[:MAX_LINE]
+    if len(seg) > MAX_FLAT:
+        seg = seg[:MAX_FLAT]
     if seg.endswith(("x", "│", "┃", "|", " ")) and _PANE_BORDER.search(seg):
         seg = _PANE_BORDER.sub("", seg)
     if "**" in seg:
@@ -483,9 +484,12 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None]:
 def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
     seg, rank = _strip_prefixes(seg)
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
+    if 'File "' in seg:
+        parts = [p for part in parts for p in _unflatten(part)]
     for i, part in enumerate(parts):
         if not part.strip():
             continue
+        part = part[:MAX_LINE]
         if i:
             part, r2 = _strip_prefixes(part)
             yield Line(no, part, r2 if r2 is not None else rank)
