@@ -40,6 +40,7 @@ _COORD = re.compile(
 )
 _FUZZY_FILE = re.compile(r"([\w\-]+\.(?:cuh?|hpp|h|cpp|cc|py))(?::(\d+))?")
 _FUZZY_COND = re.compile(r"Assertion\s*[`'\"‘“](.+?)(?:[`'\"’”]\s*failed|$)")
+_QUOTED_COND = re.compile(r"[`‘“]([^`’”]{3,}?)[`'’”]")  # the condition of a translated assert line, without `Assertion`
 _FUZZY_LINE = re.compile(r":(\d+)(?=[,/\]:]|$)")
 _EXC_START = re.compile(
     r"^\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Interrupt|Failed|Failure|Exit|Iteration)(?::|\s*$)"
@@ -149,19 +150,19 @@ def clean_condition(cond: str) -> str:
 def fuzzy_assert(line: Line) -> KernelAssert | None:
     """Best effort for lines mangled by concurrent device printf: file, condition, coordinates."""
     text = line.text.replace("【", "[").replace("】", "]")
-    cond = _FUZZY_COND.search(text)
+    cond = _FUZZY_COND.search(text) or _QUOTED_COND.search(text)
     files = _FUZZY_FILE.findall(text)
-    if not cond or not files:
+    coords = _COORD.search(text)
+    if not files or not (cond or coords):
         return None
     kernel_file, lineno = files[0][0], None
     for name, num in files:
         if num:
             kernel_file, lineno = name, int(num)
             break
-    coords = _COORD.search(text)
     return KernelAssert(
         first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank, path=kernel_file,
-        kernel_file=kernel_file, kernel_line=lineno, condition=clean_condition(cond.group(1)),
+        kernel_file=kernel_file, kernel_line=lineno, condition=clean_condition(cond.group(1)) if cond else "",
         block=tuple(int(x) for x in coords.groups()[:3]) if coords else None,  # type: ignore[arg-type]
         thread=tuple(int(x) for x in coords.groups()[3:]) if coords else None,  # type: ignore[arg-type]
         source="fuzzy",
@@ -230,7 +231,7 @@ def _merge_fuzzy(fuzzy: list[KernelAssert], groups: dict[tuple, KernelAssert]) -
     first = fuzzy[0]
     return first.model_copy(update={
         "kernel_file": kernel_file, "path": kernel_file, "kernel_line": kernel_line, "condition": cond,
-        "count": len(fuzzy), "last_line": fuzzy[-1].last_line, "block": None, "thread": None,
+        "count": len(fuzzy), "last_line": fuzzy[-1].last_line, "block": first.block, "thread": first.thread,
     })
 
 
@@ -312,7 +313,9 @@ class Assembler:
             if m.lastindex and m.lastindex >= 2:
                 self.san_check = m.group(2)
         stripped = text.strip()
-        if _ASSERT_HINT.search(text) and ("block" in text or "Assertion failed" in text):
+        # a translated page may have lost the word `Assertion`: a kernel file with block/thread coordinates is one
+        if (_ASSERT_HINT.search(text) and ("block" in text or "Assertion failed" in text)) or (
+                "block" in text and _COORD.search(text) and _FUZZY_FILE.search(text)):
             if self.assertion(line):
                 return
         if self.pending_warning is not None:
