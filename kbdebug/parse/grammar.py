@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copyreg
+import re
 import hashlib
 import importlib
 import io
@@ -14,6 +15,8 @@ from functools import cache
 import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
+from lark.grammar import Symbol
+from lark.lexer import PatternStr
 
 from kbdebug._cache import cached
 from kbdebug._resources import data_dir
@@ -83,3 +86,111 @@ def subtree(tree: Tree, name: str) -> Tree | None:
         if sub.data == name:
             return sub
     return None
+
+
+_META = set("\\.^$*+?{}[]()|")
+
+
+def _literal_prefixes(regex: str) -> list[str]:
+    """The fixed text each top-level alternative of a regex starts with (`a (?:b|c)|d` -> `a `, `d`)."""
+    alts, depth, cur = [], 0, ""
+    i = 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\" and i + 1 < len(regex):
+            cur += regex[i : i + 2]
+            i += 2
+            continue
+        depth += ch in "([" and 1 or (ch in ")]" and -1 or 0)
+        if ch == "|" and depth == 0:
+            alts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    alts.append(cur)
+    out = []
+    for alt in alts:
+        lit, j = "", 0
+        while j < len(alt):
+            ch = alt[j]
+            if ch == "\\" and j + 1 < len(alt) and not alt[j + 1].isalnum():
+                lit += alt[j + 1]
+                j += 2
+            elif ch in _META:
+                break
+            else:
+                lit += ch
+                j += 1
+        out.append(lit)
+    return out
+
+
+class Anchors:
+    """Where a line may hold the start of one of a grammar's templates, derived from the grammar itself.
+
+    Each alternative of `start` begins with fixed text (`The size of tensor a (`) or with a free-form
+    token followed by fixed text (`OP_NAME does not have a deterministic ...`). The fixed texts are
+    searched for together (one linear pass); a free-form start is found by backing up from its text
+    to the token before it, or to the start of the line when that token may hold spaces.
+    """
+
+    MIN_LITERAL = 4
+
+    def __init__(self, grammar: Lark) -> None:
+        direct: set[str] = set()
+        after: dict[str, bool] = {}  # fixed text -> the free-form token before it may hold spaces
+        templates = {s.name for r in grammar.rules if r.origin.name == "start" for s in r.expansion if not s.is_term}
+        for rule in grammar.rules:
+            if rule.origin.name not in templates or not rule.expansion:
+                continue
+            lits = self._starts(grammar, rule.expansion[0])
+            if lits is not None:
+                direct.update(lits)
+                continue
+            for sym in rule.expansion[1:]:  # free-form first token: anchor on the next fixed text
+                nxt = self._starts(grammar, sym)
+                if nxt:
+                    term = grammar.get_terminal(rule.expansion[0].name) if rule.expansion[0].is_term else None
+                    sample = term and re.match(term.pattern.to_regexp(), f"a b {nxt[0]}")
+                    spaces = bool(sample) and " " in sample.group(0)  # type: ignore[union-attr]
+                    for lit in nxt:
+                        after[lit] = after.get(lit, False) or spaces
+                    break
+        self.direct = re.compile("|".join(re.escape(x) for x in sorted(direct, key=len, reverse=True)))
+        self.after = after
+
+    def _starts(self, grammar: Lark, sym: Symbol) -> list[str] | None:
+        if not sym.is_term:
+            return None
+        pattern = grammar.get_terminal(sym.name).pattern
+        lits = [pattern.value] if isinstance(pattern, PatternStr) else _literal_prefixes(pattern.value)
+        lits = [x.strip() for x in lits]
+        return lits if all(len(x) >= self.MIN_LITERAL for x in lits) else None
+
+    def starts(self, text: str, limit: int = 4) -> list[int]:
+        """Offsets where a template may start in `text`, first first (at most `limit`)."""
+        found: set[int] = set()
+        for m in self.direct.finditer(text):
+            found.add(m.start())
+            if len(found) >= limit:
+                break
+        for lit, spaces in self.after.items():
+            k = text.find(lit)
+            if k <= 0:
+                continue
+            if spaces:
+                found.add(len(text) - len(text.lstrip()))
+            else:
+                tok = _LAST_TOKEN.search(text, 0, k)
+                if tok:
+                    found.add(tok.start())
+        return sorted(found)[:limit]
+
+
+_LAST_TOKEN = re.compile(r"\S+\s*$")
+
+
+@cache
+def anchors(name: str) -> Anchors:
+    return Anchors(parser(name))

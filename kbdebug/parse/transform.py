@@ -9,7 +9,7 @@ from typing import Any
 from lark import Tree
 
 from kbdebug.frames import basename
-from kbdebug.parse.grammar import first_alt, parse, subtree, token, tokens
+from kbdebug.parse.grammar import anchors, first_alt, parse, subtree, token, tokens
 from kbdebug.records import (
     ArchWarning,
     CppException,
@@ -57,52 +57,11 @@ _CUDA_HINT = re.compile(
     re.I,
 )
 _DIST_HINT = re.compile(r"NCCL|Watchdog|watchdog|Root Cause|Other Failures")
-_MSG_ANCHOR = re.compile(
-    r"The size of tensor a|Attempting to broadcast a dimension|The expanded size of the tensor|Sizes of tensors must match except"
-    r"|mat1 dim \d+ must match|Expected \d+-dimensional input for|Expected \d+D \(unbatched\)|Unhandled FakeTensor Device"
-    r"|Expected object of device type|input and target batch or spatial sizes|size mismatch \(got input|Found GPU\s*\d* "
-    r"|Expected p_in >= 0|expects p to be in \[0, 1\]|(?:GET|FIND) was unable to find an engine|CUDA driver error: out of memory"
-    r"|num_classes should be positive|Can not infer total number of classes|mat1 and mat2 shapes"
-    r"|a and b must have same reduction|size mismatch, m1|Given (?:groups|transposed)="
-    r"|Expected input batch_size|only batches of spatial|(?:0D or )?1D target tensor expected|multi-target not supported"
-    r"|Target size \(|Expected target size|Tensor on device \S+ is not on the expected device|Using a target size"
-    r"|expected scalar type|Expected object of scalar type|\"[^\"]+\" not implemented for"
-    r"|Target -?\d+ is out of bounds|all elements of (?:input|target) should be|Class values must be|index out of range in self"
-    r"|index -?\d+ is out of bounds for dimension|Expected all tensors to be on the same device|Input type \("
-    r"|invalid device ordinal|CUDA-capable device|no CUDA GPUs are available|Found no NVIDIA driver|CUDA driver version is insufficient"
-    r"|forward compatibility was attempted|Torch not compiled with CUDA|The NVIDIA driver on your system is too old"
-    r"|Deterministic behavior was enabled|Function '[^']+' returned nan"
-    r"|[Ll]oss (?:is|=|became|went to) (?:nan|NaN|inf)|probability tensor contains|invalid multinomial distribution"
-    r"|ground truth has|labels should have a channel|the number of classes for One-Hot|single channel prediction"
-    r"|the number of dimensions for input and target|The current PyTorch install supports"
-    r"|expected target dtype to be|one_hot is only applicable to index|Error detected in \w+Backward|Invalid index in (?:scatter|gather)"
-)
 _CARETS = frozenset("^~ ")
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
 _SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]*?--tool[ =](\w+)")
 _SAN_CMD = re.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
-
-
-_LAST_TOKEN = re.compile(r"\S+$")
-
-
-def _message_start(text: str) -> int | None:
-    """Where the first message template starts. Two templates begin with a free-form token (an op
-    name, a GPU name); they are found by their literal part, so the search stays linear."""
-    m = _MSG_ANCHOR.search(text)
-    best = m.start() if m else None
-    k = text.find(" does not have a deterministic implementation")
-    if k > 0:
-        tok = _LAST_TOKEN.search(text, 0, k)
-        if tok and (best is None or tok.start() < best):
-            best = tok.start()
-    k = text.find(" with CUDA capability sm_")
-    if k > 0:
-        first = len(text) - len(text.lstrip())
-        if first < k and (best is None or first < best):
-            best = first
-    return best
 
 
 def _int(text: str | None) -> int | None:
@@ -339,9 +298,7 @@ class Assembler:
             self.oom(line)
         if _DIST_HINT.search(text) or (self.elastic is not None and _TABLE_KEY.match(text)) or text.strip() == "[0]:":
             self.distributed(line)
-        start = _message_start(text)
-        if start is not None:
-            self.message(line, text[start:])
+        self.messages(line, text)
 
     # -- python tracebacks -----------------------------------------------------------------------
     def traceback(self, line: Line) -> bool:
@@ -444,9 +401,8 @@ class Assembler:
             before = len(self.out)
             if ("oom", exc.first_line) not in known and "out of memory" in folded:
                 self.oom(line)
-            start = _message_start(folded)
-            if start is not None and ("message", exc.first_line) not in known:
-                self.message(line, folded[start:])
+            if ("message", exc.first_line) not in known:
+                self.messages(line, folded)
             if len(self.out) > before:
                 return
 
@@ -660,10 +616,16 @@ class Assembler:
                     self.elastic.error_file = val
 
     # -- messages ------------------------------------------------------------------------------
-    def message(self, line: Line, text: str) -> None:
+    def messages(self, line: Line, text: str) -> None:
+        """Read the first message template in the line; where one may start is derived from messages.lark."""
+        for start in anchors("messages").starts(text):
+            if self.message(line, text[start:]):
+                return
+
+    def message(self, line: Line, text: str) -> bool:
         tree = parse("messages", text)
         if tree is None:
-            return
+            return False
         alt = first_alt(tree)
         template = alt.data
         shapes = [[int(x) for x in tokens(s, "INT")] for s in alt.find_data("shape")]
@@ -730,18 +692,19 @@ class Assembler:
             self.arch = ArchWarning(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
                                     gpu_name=words[0].strip(), device_capability=words[1])
             self.out.append(self.arch)
-            return
+            return True
         elif template == "arch_supported":
             if self.arch is not None:
                 self.arch.supported_archs = [w for w in words if w.startswith("sm_")]
                 self.arch.last_line = line.no
-            return
+            return True
         rest = token(tree, "REST")
         body = text[: len(text) - len(rest)] if rest else text
         roles = {name: [int(x) for x in tokens(sub, "INT")] for name in ("input_shape", "target_shape")
                  for sub in alt.find_data(name)}
         self.out.append(TorchMessage(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
                                      template=template, text=body.strip(), values=values, shapes=shapes, **roles))
+        return True
 
     def _calling_op(self, pattern: re.Pattern[str]) -> str | None:
         """The op named on the source line that raised, when the traceback printed it."""
