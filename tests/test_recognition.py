@@ -76,7 +76,7 @@ def test_damaged_pastes_keep_their_rule(text: str, rule: str) -> None:
 def test_inferred_cause_says_so() -> None:
     rule, facts = root(TB.format(code="loss = crit(p, y)") + "RuntimeError: Expected input batch_size (4) to match targ\n")
     assert rule == "batch_size_mismatch"
-    assert facts["inferred_from"] == ["Expected input batch_size"]
+    assert facts["inferred_from"] == ["Expected input batch_size", "to match targ…"]
     assert diagnose_text("RuntimeError: Expected input batch_size (4) to ma\n").root.confidence < 0.8
 
 

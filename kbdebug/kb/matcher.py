@@ -82,14 +82,39 @@ def evidence_text(rec: Record) -> str | None:
     return text if isinstance(text, str) and text.strip() else None
 
 
+MIN_CUT_PHRASE = 12  # a phrase cut off by the end of the text still counts from this many characters on
+
+
+@cache
+def _phrase(pattern: str) -> str:
+    """The fixed text a phrase pattern starts with (its first alternative), for matching it cut off."""
+    from kbdebug.parse.grammar import canonical_text
+
+    return canonical_text(pattern.removeprefix("(?i)"))
+
+
+def _cut_phrase(pattern: str, text: str) -> float:
+    """How much of the phrase the text ends with (a message cut mid-phrase), as a fraction; 0 if too little."""
+    lit = _phrase(pattern)
+    tail = text.rstrip()
+    for k in range(len(lit) - 1, max(MIN_CUT_PHRASE, len(lit) // 3) - 1, -1):
+        if tail.endswith(lit[:k]):
+            return k / len(lit)
+    return 0.0
+
+
 def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
-    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text`."""
+    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text`;
+    a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
     for ind in rule.indicators:
         m = _rx(ind.pattern).search(text)
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
+        elif (part := _cut_phrase(ind.pattern, text)) > 0:
+            miss *= 1.0 - ind.weight * part
+            found.append(_phrase(ind.pattern)[: round(part * len(_phrase(ind.pattern)))] + "…")
     return 1.0 - miss, found
 
 

@@ -91,7 +91,7 @@ def subtree(tree: Tree, name: str) -> Tree | None:
 _META = set("\\.^$*+?{}[]()|")
 
 
-def _literal_prefixes(regex: str) -> list[str]:
+def literal_prefixes(regex: str) -> list[str]:
     """The fixed text each top-level alternative of a regex starts with (`a (?:b|c)|d` -> `a `, `d`)."""
     alts, depth, cur = [], 0, ""
     i = 0
@@ -164,7 +164,7 @@ class Anchors:
         if not sym.is_term:
             return None
         pattern = grammar.get_terminal(sym.name).pattern
-        lits = [pattern.value] if isinstance(pattern, PatternStr) else _literal_prefixes(pattern.value)
+        lits = [pattern.value] if isinstance(pattern, PatternStr) else literal_prefixes(pattern.value)
         lits = [x.strip() for x in lits]
         return lits if all(len(x) >= self.MIN_LITERAL for x in lits) else None
 
@@ -194,3 +194,54 @@ _LAST_TOKEN = re.compile(r"\S+\s*$")
 @cache
 def anchors(name: str) -> Anchors:
     return Anchors(parser(name))
+
+
+def canonical_text(regex: str) -> str:
+    """The plain text a phrase regex reads as when each group takes its first alternative
+    (`Class values must be (?:smaller than num_classes|non-negative)` -> `Class values must be smaller
+    than num_classes`), up to the first part that is not fixed text. Used to recognise a phrase that
+    a cut-off message ends in the middle of."""
+    out, i = "", 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\":
+            if i + 1 < len(regex) and not regex[i + 1].isalnum():
+                out += regex[i + 1]
+                i += 2
+                continue
+            break
+        if ch == "|":
+            break
+        if ch == "(":
+            depth, j = 0, i
+            while j < len(regex):
+                if regex[j] == "\\":
+                    j += 2
+                    continue
+                depth += {"(": 1, ")": -1}.get(regex[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            inner = regex[i + 1 : j]
+            inner = inner[2:] if inner.startswith("?:") else inner
+            if inner.startswith("?"):
+                break
+            part = canonical_text(inner)
+            out += part
+            if j + 1 < len(regex) and regex[j + 1] in "?*":  # an optional group: the text reads on without it
+                out = out[: len(out) - len(part)]
+            i = j + 1
+            if i < len(regex) and regex[i] in "?*+":
+                i += 1
+            continue
+        if ch in "[.^$":
+            break
+        if ch in "?*" and out:
+            out = out[:-1]
+            i += 1
+            continue
+        if ch in "+{":
+            break
+        out += ch
+        i += 1
+    return out
