@@ -22,14 +22,15 @@ def cache_dir() -> Path | None:
     return Path(base) / "kbdebug"
 
 
-def cached(name: str, key: str, kind: type[T], build: Callable[[], T], dumps: Callable[[T], bytes] | None = None) -> T:
+def cached(name: str, key: str, kind: type[T], build: Callable[[], T], dumps: Callable[[T], bytes] | None = None,
+           loads: Callable[[bytes], object] | None = None) -> T:
     """`build()`'s value, kept in `<cache_dir>/<name>-<key>.pickle` between runs."""
     where = cache_dir()
     if where is None:
         return build()
     path = where / f"{name}-{key}.pickle"
     try:
-        loaded = pickle.loads(path.read_bytes())
+        loaded = (loads or pickle.loads)(path.read_bytes())
         if isinstance(loaded, kind):
             return loaded
     except Exception:  # noqa: BLE001 - a missing or damaged entry is rebuilt
