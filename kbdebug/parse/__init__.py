@@ -1,14 +1,16 @@
 """Turn normalised lines into records: dispatch each line to the grammars that can read it,
 then assemble multi-line records (tracebacks, sanitizer reports, C++ error blocks).
 
-`parse_regions()` is the entry point; the per-format transformers live in `transform.py`.
+`parse_regions()` is the entry point; each format's reader lives in its own module (asserts, tracebacks, cuda, sanitizer,
+distributed, messages); `assemble.Assembler` walks the lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kbdebug.parse import transform as tf
+from kbdebug.parse.asserts import group_asserts
+from kbdebug.parse.assemble import Assembler
 from kbdebug.records import Record
 from kbdebug.scan import Line, Region
 
@@ -19,11 +21,11 @@ def parse_regions(regions: Iterable[Region]) -> list[Record]:
     records: list[Record] = []
     for region in regions:
         records.extend(parse_lines(region.lines))
-    return tf.group_asserts(records)
+    return group_asserts(records)
 
 
 def parse_lines(lines: list[Line]) -> list[Record]:
-    return tf.Assembler().run(lines)
+    return Assembler().run(lines)
 
 
 def parse_text(text: str) -> list[Record]:

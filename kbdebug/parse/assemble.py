@@ -1,0 +1,98 @@
+"""The line-by-line walk of a region: each line goes to the readers of the formats it may hold,
+which build records and join multi-line ones (tracebacks, sanitizer reports, C++ error blocks)."""
+
+from __future__ import annotations
+
+from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
+from kbdebug.parse.cuda import _CUDA_HINT, CudaReader
+from kbdebug.parse.distributed import _DIST_HINT, _TABLE_KEY, DistributedReader
+from kbdebug.parse.messages import MessageReader
+from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
+from kbdebug.parse.tracebacks import _CARETS, _EXC_START, _IPY_ARROW, _IPY_FRAME, MAX_MESSAGE_LINES, TracebackReader
+from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
+from kbdebug.scan import Line
+
+FALLBACK_LINES = 3  # lines read as a bare message when nothing in a region is recognised
+
+
+class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, MessageReader, SanitizerReader):
+    """Walks the lines of a region once, keeping the state of the record being built."""
+
+    def __init__(self) -> None:
+        self.out: list[Record] = []
+        self.frames: list[Frame] = []
+        self.header = False
+        self.chain: str | None = None
+        self.exc: PyException | None = None
+        self.exc_lines = 0
+        self.cuda: CudaError | None = None
+        self.cpp: CppException | None = None
+        self.san: SanitizerReport | None = None
+        self.san_tool: str | None = None
+        self.san_check: str | None = None
+        self.arch: ArchWarning | None = None
+        self.elastic: ElasticFailure | None = None
+        self.elastic_root = False
+        self.asserts = 0
+        self.pending_warning: tuple[Line, str] | None = None
+        self.tb_start = 0
+        self.wrapper_at: int | None = None
+        self.expect_code = False  # a plain `File "...", line N` frame was just read: its source line follows
+        self.free_code: str | None = None  # an indented line read outside any traceback: maybe the failing source line
+        self.plain_frames = False  # the frames read so far are Python's plain ones (not IPython's with context lines)
+
+    def run(self, lines: list[Line]) -> list[Record]:
+        for line in lines:
+            self.line(line)
+            self.free_code = line.text.strip() if line.text[:1].isspace() and self.exc is None and not self.frames else None
+        self._close_exc()
+        if not self.out and lines:  # no format recognised: the last lines may still be an error's message
+            tail = lines[-FALLBACK_LINES:]
+            self.out.append(PyException(first_line=tail[0].no, last_line=tail[-1].no, raw="\n".join(t.text for t in tail),
+                                        rank=tail[-1].rank, exc_type="", message="\n".join(t.text.strip() for t in tail)))
+        if self.frames:  # a traceback cut off before its exception line still locates user code
+            last = lines[-1] if lines else Line(0, "")
+            self.out.append(PyException(first_line=self.tb_start or last.no, last_line=last.no, exc_type="", message="",
+                                        frames=self.frames, has_header=self.header))
+        return self.out
+
+    # -- dispatch --------------------------------------------------------------------------------
+    def line(self, line: Line) -> None:
+        text = line.text
+        if "=========" in text:
+            self._close_exc()
+            self.sanitizer(line, text.split("=========", 1)[1])
+            return
+        m = _SAN_TOOL_OPT.search(text) or _SAN_CMD.search(text)
+        if m:
+            self.san_tool = m.group(1)
+            if m.lastindex and m.lastindex >= 2:
+                self.san_check = m.group(2)
+        stripped = text.strip()
+        # a translated page may have lost the word `Assertion`: a kernel file with block/thread coordinates is one
+        if (_ASSERT_HINT.search(text) and ("block" in text or "Assertion failed" in text)) or (
+                "block" in text and _COORD.search(text) and _FUZZY_FILE.search(text)):
+            if self.assertion(line):
+                return
+        if self.pending_warning is not None:
+            self._warning_message(line)
+        if _EXC_START.match(text) or _IPY_FRAME.match(stripped) or _IPY_ARROW.match(stripped):
+            self.traceback(line)
+        elif self.expect_code and self.exc is None and self.frames and stripped and not set(stripped) <= _CARETS:
+            self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
+            self.expect_code = False
+        elif self.exc is None and self.plain_frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
+            # after a plain frame and its source line, a line that is neither is the exception line
+            # without its `Type: ` (only the message was pasted)
+            self._start_exc(line, "", stripped)
+        elif self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES and stripped:
+            self.exc.message += "\n" + stripped
+            self.exc.last_line = line.no
+            self.exc_lines += 1
+        if _CUDA_HINT.search(text):
+            self.cuda_line(line)
+        if "out of memory" in text and "Tried to allocate" in text:
+            self.oom(line)
+        if _DIST_HINT.search(text) or (self.elastic is not None and _TABLE_KEY.match(text)) or text.strip() == "[0]:":
+            self.distributed(line)
+        self.messages(line, text)
