@@ -134,7 +134,7 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
         return None
     score, _, rule, found = best
     base, scale = INFERRED_CONFIDENCE
-    made = Match(kind=rec.kind, confidence=round(base + scale * score, 2))  # type: ignore[arg-type]
+    made = Match(kind=rec.kind, confidence=round(base + scale * score, 2), priority=None)  # type: ignore[arg-type]
     made._inferred_from = found
     return rule, made
 
@@ -153,7 +153,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
                                                 first_line=rec.first_line)
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
-        inc.records.append(rec)
+        inc.records.append(rec)  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
@@ -193,7 +193,7 @@ def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] |
         after = [rec for rec, hit in zip(records, found, strict=True)
                  if hit is None and rec.kind == "exception" and rec.first_line >= inc.first_line and getattr(rec, "frames", None)]
         if after:  # the last traceback printed is the error's own (an anomaly warning prints the forward call's first)
-            inc.records.append(after[-1])
+            inc.records.append(after[-1])  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
 
 
 def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | None]) -> None:
@@ -233,7 +233,7 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Inc
         causes = [by_id[c] for c in rule.consequence_of if c in by_id and c != inc.rule and c not in folded]
         if "*" in rule.consequence_of:  # any named cause; the catch-all names none
             causes += [i for i in incidents if i.rule != inc.rule and i.rule not in folded
-                       and "*" not in (kb.get(i.rule).consequence_of if kb.get(i.rule) else [])
+                       and "*" not in getattr(kb.get(i.rule), "consequence_of", [])
                        and "fallback" not in _tags(kb, i.rule)]
         if not causes:
             continue

@@ -91,7 +91,7 @@ class CudaReader(State):
                     setattr(self.cpp, k, v)
                 self.cpp.last_line = line.no
             else:
-                self.cpp = CppException(**base, **info)
+                self.cpp = CppException.model_validate({**base, **info})
                 self.out.append(self.cpp)
         elif kind == "cpp_frame":
             if self.cpp is not None:

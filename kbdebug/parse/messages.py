@@ -101,7 +101,8 @@ class MessageReader(State):
         roles = {name: [int(x) for x in tokens(sub, "INT")] for name in ("input_shape", "target_shape")
                  for sub in alt.find_data(name)}
         self.out.append(TorchMessage(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
-                                     template=template, text=body.strip(), values=values, shapes=shapes, **roles))
+                                     template=template, text=body.strip(), values=values, shapes=shapes,
+                                     input_shape=roles.get("input_shape"), target_shape=roles.get("target_shape")))
         return True
 
     def _calling_op(self, pattern: re.Pattern[str]) -> str | None:

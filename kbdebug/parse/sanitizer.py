@@ -108,11 +108,11 @@ class SanitizerReader(State):
                     coords = token(alt, "COORDS")
                     rec.block = triple(coords) if coords else None
             if tool is None:
-                rec.tool = self._guess_tool(body)
+                rec.tool = self._guess_tool(body)  # type: ignore[assignment]  # the tool names the grammar knows
             self.san = rec
             self.out.append(rec)
             return
-        rec = self.san
+        cur = self.san
         if kind in ("error_summary", "leak_summary", "race_summary"):
             ints = [to_int(t) for t in tokens(alt, "INT")]
             summ = SanitizerSummary(**base, tool=tool)
@@ -125,8 +125,9 @@ class SanitizerReader(State):
             self.out.append(summ)
             self.san = None
             return
-        if rec is None:
+        if cur is None:
             return
+        rec = cur
         rec.last_line = line.no
         rec.raw += "\n" + line.text
         if kind == "at":
@@ -136,8 +137,8 @@ class SanitizerReader(State):
                 if re.match(r"0x[0-9a-fA-F]{8}\b", (token(alt, "LOCATION") or "").strip()):
                     rec.tool = "cuda-memcheck"
         elif kind == "by_thread":
-            coords = tokens(alt, "COORDS")
-            rec.thread, rec.block = triple(coords[0]), triple(coords[1])
+            pair = tokens(alt, "COORDS")
+            rec.thread, rec.block = triple(pair[0]), triple(pair[1])
         elif kind == "address":
             rec.address = token(alt, "HEX")
             rec.address_phrase = token(alt, "PHRASE")
