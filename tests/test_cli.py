@@ -87,7 +87,8 @@ def test_quiet_pipe_prints_only_the_diagnosis() -> None:
 
 def test_rules_commands(tmp_path: Path) -> None:
     listing = run_cli("rules", "list").stdout.decode()
-    assert "scatter_gather_index_oob" in listing and len(listing.splitlines()) == 32
+    assert "scatter_gather_index_oob" in listing
+    assert len(listing.splitlines()) == len(list((ROOT / "knowledge").glob("*.toml")))
     shown = run_cli("rules", "show", "embedding_index_oob").stdout.decode()
     assert "What it means" in shown and "How to fix" in shown
     assert run_cli("rules", "lint", str(ROOT / "knowledge")).returncode == 0
@@ -113,7 +114,8 @@ def test_explain_never_imports_torch() -> None:
 @given(st.binary(max_size=3000))
 def test_random_bytes_never_raise(data: bytes) -> None:
     regions = scan_bytes(data)
-    assert isinstance(regions, list)
+    last = data.count(b"\n") + 1
+    assert all(1 <= ln.no <= last and "\n" not in ln.text for r in regions for ln in r.lines)
     diagnose_text(data.decode("utf-8", "replace"))
 
 
