@@ -40,9 +40,10 @@ _PARSER = re.compile(r"^//\s*parser:\s*(lalr|earley)\b", re.M)
 def _build(source: str) -> Lark:
     """LALR where the grammar file says `// parser: lalr` (line formats without ambiguity: a tenth of the
     cost to load and to parse); Earley where templates overlap and only a dynamic lexer can tell them apart."""
+    paths = [str(data_dir("grammars"))]
     if _is_lalr(source):
-        return Lark(source, parser="lalr", start="start")
-    return Lark(source, parser="earley", lexer="dynamic", start="start")
+        return Lark(source, parser="lalr", start="start", import_paths=paths)
+    return Lark(source, parser="earley", lexer="dynamic", start="start", import_paths=paths)
 
 
 @cache
@@ -54,7 +55,8 @@ def parser(name: str) -> Lark:
     edited grammar or an upgrade never meets a stale parser; any cache problem means a rebuild.
     """
     source = (data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8")
-    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{source}".encode()).hexdigest()[:20]
+    common = (data_dir("grammars") / "_common.lark").read_text(encoding="utf-8")
+    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{source}|{common}".encode()).hexdigest()[:20]
     if _is_lalr(source):  # LALR tables travel as lark's own serialised data, not as a pickled parser
         return cached(name, key, Lark, lambda: _build(source), _save, lambda data: Lark.load(io.BytesIO(data)))
     return cached(name, key, Lark, lambda: _build(source), _dumps)
