@@ -157,6 +157,7 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
         tensors = _frame_tensors(frame, code)
         if tensors:
             inc.facts["frame_tensors"] = tensors
+        diag.keep_inputs(_frame_inputs(frame, code))
 
 
 def _frame_tensors(frame: FrameType, code: str) -> dict[str, dict[str, Any]]:
@@ -181,6 +182,34 @@ def _frame_tensors(frame: FrameType, code: str) -> dict[str, dict[str, Any]]:
             out[name] = info
         if len(out) >= 8:
             break
+    return out
+
+
+def _frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
+    """The tensors named on the failing line and its literal keyword settings (`num_classes=5`,
+    `ignore_index=255`), kept so `diag.verify()` can run its checks without being handed them again."""
+    import ast
+    import re
+
+    torch = sys.modules.get("torch")
+    out: dict[str, Any] = {}
+    if torch is not None:
+        for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
+            val = frame.f_locals.get(name)
+            if isinstance(val, (torch.Tensor, torch.nn.Module)):
+                out[name] = val
+    try:
+        tree = ast.parse(code.rstrip(":").strip())
+    except SyntaxError:
+        return out
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg and isinstance(node.value, (ast.Constant, ast.UnaryOp)):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            if isinstance(value, (int, float, bool)):
+                out.setdefault(node.arg, value)
     return out
 
 
