@@ -11,20 +11,23 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from kbdebug.advice import advise
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
-from kbdebug.render import fill
 from kbdebug.scan import Region, Scanner, scan_path, scan_text
 
 _PKG_DIR = str(Path(__file__).resolve().parent)
 
 
-def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
+def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *,
+                     origin: str = "log", facts: dict[str, Any] | None = None) -> Diagnosis:
+    """`origin` says where the text came from ("log", "run", "rerun"; see kbdebug.advice), `facts`
+    adds what the caller knows (the command's `script`); both decide which commands are offered."""
     kb = load_kb(kb_dirs)
     records = parse_regions(regions)
-    return fill(diagnose_records(records, kb, source), kb)
+    return advise(diagnose_records(records, kb, source), kb, origin, facts)
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -63,7 +66,7 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
     records = parse_regions(scan_text("\n".join(parts)))
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
     _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
-    return fill(diag, kb)
+    return advise(diag, kb, "script", _live_facts())
 
 
 def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosis | None:
@@ -81,8 +84,14 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
                 inc.title, inc.checks = r.title, list(r.checks)
             diag = Diagnosis(source=f"<{_type_name(type(e))}>", incidents=[inc])
             _facts_from_frames(diag, e)
-            return fill(diag, kb)
+            return advise(diag, kb, "script", _live_facts())
     return None
+
+
+def _live_facts() -> dict[str, Any]:
+    """The running script, for the commands that rerun it (a notebook is recognised by its frames)."""
+    main = sys.argv[0] if sys.argv else ""
+    return {"script": main} if main.endswith(".py") and "ipykernel" not in main and os.path.isfile(main) else {}
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

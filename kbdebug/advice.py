@@ -1,0 +1,119 @@
+"""The context an error came from, and the commands that can help in it.
+
+`CUDA_LAUNCH_BLOCKING=1 python train.py` does nothing for an error raised on the CPU, names a file
+that does not exist when the error came from a notebook cell, and repeats itself after
+`kbdebug run --rerun`. So every incident gets context facts read from what is already known:
+
+- `device`: "cuda" when anything in the incident comes from the GPU (a kernel assert, a CUDA or
+  library status, a tensor on a CUDA device on the failing line), "cpu" when an exception was read
+  and nothing points at a GPU;
+- `origin`: "log" (`kbdebug explain`), "script" / "notebook" (`diagnose(exc)`, IPython frames),
+  "run" / "rerun" (`kbdebug run`, its CUDA_LAUNCH_BLOCKING=1 re-run);
+- `launch_blocking`: True when kernel launches were already synchronous;
+- `libraries`: the packages the traceback's frames run through (`monai`, `transformers`), so
+  library-specific advice appears only where that library is in the frames.
+
+Commands are then filtered here, in one place, by what the tool they run needs (`NEEDS`), after the
+rule's templates are filled; a notebook gets the `%env` form of an environment-variable command.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from kbdebug.diagnosis import Diagnosis, Incident
+from kbdebug.kb.loader import KnowledgeBase
+from kbdebug.records import PyException
+
+ORIGINS = ("log", "script", "notebook", "run", "rerun")
+_NOTEBOOK_FILE = re.compile(r"^(?:Cell In\s*\[|<ipython-input-)|[\\/]ipykernel_\d+[\\/]")
+_PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
+_CUDA_FACTS = ("cuda_error", "kernel_file", "tool", "cublas_status", "cudnn_status", "nccl_event", "gpu_index",
+               "tried_to_allocate", "device_capability")
+
+# What a command needs to be of any help, by the tool it runs.
+NEEDS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"\bCUDA_LAUNCH_BLOCKING=1\b"), frozenset({"cuda", "not_blocking"})),
+    (re.compile(r"\bkbdebug run --rerun\b"), frozenset({"cuda", "not_blocking", "shell"})),
+    (re.compile(r"\bcompute-sanitizer\b"), frozenset({"cuda", "shell"})),
+    (re.compile(r"(?:^|\s)python\s"), frozenset({"shell"})),
+)
+_ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+\s+)+)python\s")
+
+
+def frame_files(inc: Incident) -> list[str]:
+    return [f.file for rec in inc.records if isinstance(rec, PyException) for f in rec.frames]
+
+
+def libraries(files: list[str]) -> list[str]:
+    """Installed packages the frames run through, in first-seen order (torch included)."""
+    return list(dict.fromkeys(m.group(1) for f in files if (m := _PACKAGE.search(f.replace("\\\\", "\\")))))
+
+
+def device_of(inc: Incident) -> str | None:
+    f = inc.facts
+    tensors = f.get("frame_tensors") or {}
+    devices = {str(t.get("device", "")).split(":")[0] for t in tensors.values() if isinstance(t, dict)}
+    message = f"{f.get('error_message', '')} {f.get('device_a', '')} {f.get('device_b', '')}"
+    if inc.device_evidence or "cuda" in devices or any(k in f for k in _CUDA_FACTS) or re.search(r"(?i)\bcuda", message):
+        return "cuda"
+    if devices == {"cpu"} or any(rec.kind in ("exception", "message") for rec in inc.records):
+        return "cpu"
+    return None
+
+
+def context_facts(inc: Incident, origin: str | None = None) -> dict[str, Any]:
+    """The context facts of one incident (see the module's docstring)."""
+    files = frame_files(inc)
+    own = str(inc.facts.get("innermost_user_frame") or "")
+    if any(_NOTEBOOK_FILE.search(x) for x in [*files, own]):
+        origin = "notebook" if origin in (None, "log", "script") else origin
+    facts: dict[str, Any] = {"origin": origin or "log"}
+    device = device_of(inc)
+    if device:
+        facts["device"] = device
+    blocking = origin == "rerun" or (origin in ("script", "notebook") and os.environ.get("CUDA_LAUNCH_BLOCKING") == "1")
+    if blocking:
+        facts["launch_blocking"] = True
+    libs = libraries(files)
+    if libs:
+        facts["libraries"] = libs
+    return facts
+
+
+def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
+    """The commands that can help in the incident's context, notebook forms substituted."""
+    have = set()
+    if facts.get("device") != "cpu":
+        have.add("cuda")  # unknown device: a CUDA command may still help
+    if not facts.get("launch_blocking"):
+        have.add("not_blocking")
+    notebook = facts.get("origin") == "notebook"
+    if not notebook:
+        have.add("shell")
+    out: list[str] = []
+    for cmd in commands:
+        needs = frozenset().union(*(n for rx, n in NEEDS if rx.search(cmd)))
+        missing = needs - have
+        if missing == {"shell"} and notebook and (env := _ENV_PREFIX.match(cmd)):
+            pairs = ", ".join(f'{k}="{v}"' for k, v in (p.split("=", 1) for p in env.group(1).split()))
+            cmd = f"import os; os.environ.update({pairs})  # first cell, after restarting the kernel; then rerun the cells"
+            missing = set()
+        if not missing and cmd.strip() and cmd not in out:
+            out.append(cmd)
+    return out
+
+
+def advise(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> Diagnosis:
+    """Give each incident its context facts, fill its guide and commands, keep the commands that help."""
+    from kbdebug.render import fill
+
+    for inc in diag.incidents:
+        for key, val in {**context_facts(inc, origin), **(extra or {})}.items():
+            inc.facts.setdefault(key, val)
+    fill(diag, kb)
+    for inc in diag.incidents:
+        inc.commands = applicable(inc.commands, inc.facts)
+    return diag
