@@ -74,7 +74,7 @@ def context_facts(inc: Incident, origin: str | None = None) -> dict[str, Any]:
     device = device_of(inc)
     if device:
         facts["device"] = device
-    blocking = origin == "rerun" or (origin in ("script", "notebook") and os.environ.get("CUDA_LAUNCH_BLOCKING") == "1")
+    blocking = origin == "rerun" or (origin in ("script", "notebook", "run") and os.environ.get("CUDA_LAUNCH_BLOCKING") == "1")
     if blocking:
         facts["launch_blocking"] = True
     libs = libraries(files)
