@@ -121,3 +121,20 @@ def test_verify_without_arguments_reads_literal_settings_of_the_call() -> None:
     ran = {v["name"]: v for v in diag.root.verification}
     assert ran["class_targets"]["values"]["num_classes"] == 5 and ran["class_targets"]["values"]["max"] == 7
     assert ran["class_targets"]["offending"] == [7]
+
+
+def test_other_checks_name_the_values_they_found() -> None:
+    from kbdebug.verify import check_finite, check_probabilities, check_shapes, check_target_dtype
+
+    res = check_probabilities(torch.tensor([[0.0, 0.0], [0.3, 0.7], [0.2, 0.8]]))
+    assert res.fix == "1 rows are all zeros (every option masked out): keep at least one positive entry or add a small epsilon"
+    res = check_probabilities(torch.tensor([0.5, float("nan"), float("nan")]))
+    assert res.fix.startswith("2 NaN / 0 inf came from upstream")
+    res = check_finite(loss=torch.tensor(float("inf")), x=torch.ones(2))
+    assert res.fix == "find the first stage that produces them in loss: kbdebug.audit(model) records nan/inf per module"
+    res = check_shapes(feats=torch.zeros(3, 12), w=torch.zeros(2, 2), error_shapes=[[3, 12]])
+    assert res.fix == "fix the layout of feats (view/permute/squeeze) or the size of the layer it meets"
+    res = check_target_dtype(torch.tensor([1, 0], dtype=torch.uint8))
+    assert res.fix == "target = target.long()  (an index mask loaded as uint8 must be converted)"
+    res = check_class_targets(torch.tensor([1.0, 2.0]), num_classes=3)
+    assert res.fix == "target = target.long()  (it is float32; check the values are whole class numbers first)"

@@ -112,14 +112,17 @@ def check_probabilities(p: torch.Tensor, *, kind: str = "multinomial", rows_sum_
         return CheckResult(name=name, passed=True, values=values,
                            finding=f"all {t.numel()} values finite and in {rng} (min {_num(mn)}, max {_num(mx)})")
     bad = ~finite | (t < 0) | ((t > 1) if unit else torch.zeros_like(finite))
-    if unit and (mn < 0 or mx > 1):
+    if n_nan or n_inf:
+        fix = (f"{int(n_nan)} NaN / {int(n_inf)} inf came from upstream: check the loss scale, log of 0, division by zero; "
+               "torch.autograd.set_detect_anomaly(True)")
+    elif unit and (mn < 0 or mx > 1):
         fix = "these look like logits: apply sigmoid first, or use BCEWithLogitsLoss / bernoulli(logits=...)"
-    elif n_nan or n_inf:
-        fix = "NaN/inf came from upstream: check the loss scale, log of 0, division by zero; torch.autograd.set_detect_anomaly(True)"
     elif rows_sum_positive and zero_rows:
-        fix = "a row of all zeros (every option masked out): keep at least one positive entry or add a small epsilon"
+        fix = (f"{int(zero_rows)} rows are all zeros (every option masked out): keep at least one positive entry "
+               "or add a small epsilon")
     else:
-        fix = "use softmax(logits) (not raw logits) as probabilities, or torch.distributions.Categorical(logits=...)"
+        fix = (f"values reach {_num(mn)} (negative): use softmax(logits) (not raw logits) as probabilities, "
+               "or torch.distributions.Categorical(logits=...)")
     return CheckResult(name=name, passed=False, values=values, positions=_positions(bad, max_positions),
                        offending=_offending(t, bad)[0] if bad.any() else [],
                        finding=f"{kind} input has " + ", ".join(problems), fix=fix)
@@ -196,7 +199,7 @@ def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", inp
             return CheckResult(name="target_dtype", passed=True, values=values, finding=f"{dt} class probabilities")
         return CheckResult(name="target_dtype", passed=False, values=values,
                            finding=f"{loss} needs int64 class indices, the target is {dt}",
-                           fix="target = target.long()  (an index mask loaded as float/uint8 must be converted)")
+                           fix=f"target = target.long()  (an index mask loaded as {dt} must be converted)")
     if loss in _FLOAT_LOSSES:
         want = input.dtype if input is not None else None
         if target.is_floating_point() and (want is None or target.dtype == want):
@@ -219,7 +222,7 @@ def check_finite(*tensors: torch.Tensor, **named: torch.Tensor) -> CheckResult:
         return CheckResult(name="finite", passed=True, values=found, finding=f"no NaN or inf in {len(found)} tensors")
     return CheckResult(name="finite", passed=False, values=found,
                        finding="; ".join(f"{k}: {v['nan']} NaN, {v['inf']} inf" for k, v in bad.items()),
-                       fix="find the first stage that produces them: kbdebug.audit(model) records nan/inf per module")
+                       fix=f"find the first stage that produces them in {', '.join(bad)}: kbdebug.audit(model) records nan/inf per module")
 
 
 def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = None, **named: torch.Tensor) -> CheckResult:
@@ -233,7 +236,7 @@ def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = 
     if hits:
         return CheckResult(name="shapes", passed=False, values=values,
                            finding="the error's shapes are " + "; ".join(f"{k} {v}" for k, v in hits.items()),
-                           fix="fix the layout of the tensor named here (view/permute/squeeze) or the layer size it meets")
+                           fix=f"fix the layout of {', '.join(hits)} (view/permute/squeeze) or the size of the layer it meets")
     return CheckResult(name="shapes", passed=True, values=values,
                        finding=f"none of the given tensors has a shape from the error {error_shapes}: the mismatch is elsewhere")
 

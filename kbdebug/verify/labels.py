@@ -78,7 +78,7 @@ def check_class_targets(target: torch.Tensor, num_classes: int | None = None, *,
                                                  "(softmax, or divide by the row sum)")
         return CheckResult(name=name, passed=False, values=values,
                            finding=f"target is {values['dtype']}; class-index targets must be an integer (int64) tensor",
-                           fix="target = target.long()  (after checking the values are whole class numbers)")
+                           fix=f"target = target.long()  (it is {values['dtype']}; check the values are whole class numbers first)")
     if target.numel() == 0:
         return CheckResult(name=name, passed=True, values=values, finding="target is empty")
     t = target.detach()
