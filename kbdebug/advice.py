@@ -19,6 +19,7 @@ rule's templates are filled; a notebook gets the `%env` form of an environment-v
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from typing import Any
@@ -80,7 +81,49 @@ def context_facts(inc: Incident, origin: str | None = None) -> dict[str, Any]:
     libs = libraries(files)
     if libs:
         facts["libraries"] = libs
+    facts.update(tensor_roles(inc.facts.get("frame_tensors") or {}))
+    settings = call_settings(str(inc.facts.get("user_code") or ""))
+    if settings:
+        facts["call_settings"] = settings
+        if isinstance(settings.get("num_classes"), int):
+            facts["num_classes"] = settings["num_classes"]  # what the call was told beats what a shape suggests
     return facts
+
+
+def call_settings(code: str) -> dict[str, Any]:
+    """Literal keyword arguments on a line of code (`num_classes=5`, `ignore_index=255`, `to_onehot=14`)."""
+    try:
+        tree = ast.parse(code.strip().rstrip(":"))
+    except SyntaxError:
+        return {}
+    out: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg and isinstance(node.value, (ast.Constant, ast.UnaryOp)):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            if isinstance(value, (int, float, bool)):
+                out.setdefault(node.arg, value)
+    return out
+
+
+def tensor_roles(tensors: dict[str, Any]) -> dict[str, Any]:
+    """Which tensor on the failing line holds the scores and which the indices: with exactly one
+    floating tensor of rank >= 2 and one integer tensor, `num_classes` is the scores' dimension 1
+    and `index_tensor`/`index_min`/`index_max` name the integer one (a loss target, gather index)."""
+    floats = [(n, t) for n, t in tensors.items() if str(t.get("dtype", "")).startswith(("float", "bfloat", "half"))]
+    ints = [(n, t) for n, t in tensors.items() if str(t.get("dtype", "")).startswith(("int", "uint", "long"))]
+    out: dict[str, Any] = {}
+    if len(ints) == 1:
+        name, t = ints[0]
+        out["index_tensor"] = name
+        if "min" in t:
+            out.update(index_min=t["min"], index_max=t["max"])
+    scores = [(n, t) for n, t in floats if len(t.get("shape", [])) >= 2]
+    if len(scores) == 1 and len(ints) == 1:
+        out["scores_tensor"], out["num_classes"] = scores[0][0], scores[0][1]["shape"][1]
+    return out
 
 
 def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:

@@ -197,8 +197,9 @@ def _frame_tensors(frame: FrameType, code: str) -> dict[str, dict[str, Any]]:
 def _frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
     """The tensors named on the failing line and its literal keyword settings (`num_classes=5`,
     `ignore_index=255`), kept so `diag.verify()` can run its checks without being handed them again."""
-    import ast
     import re
+
+    from kbdebug.advice import call_settings
 
     torch = sys.modules.get("torch")
     out: dict[str, Any] = {}
@@ -207,18 +208,8 @@ def _frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
             val = frame.f_locals.get(name)
             if isinstance(val, (torch.Tensor, torch.nn.Module)):
                 out[name] = val
-    try:
-        tree = ast.parse(code.rstrip(":").strip())
-    except SyntaxError:
-        return out
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg and isinstance(node.value, (ast.Constant, ast.UnaryOp)):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-            if isinstance(value, (int, float, bool)):
-                out.setdefault(node.arg, value)
+    for key, val in call_settings(code).items():
+        out.setdefault(key, val)
     return out
 
 

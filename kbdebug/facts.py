@@ -52,6 +52,9 @@ def facts_of(rec: Record) -> dict[str, Any]:
         user = innermost_user_frame(rec.frames)
         if user:
             f["innermost_user_frame"] = user
+            code = next((fr.code for fr in reversed(rec.frames) if f"{fr.file}:{fr.line}" == user), None)
+            if code:
+                f["user_code"] = code
         if rec.frames and rec.frames[-1].line is not None:
             f["raised_at"] = f"{rec.frames[-1].file}:{rec.frames[-1].line}"
             if rec.frames[-1].code:
