@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
 from kbdebug.advice import applicable, libraries
@@ -86,3 +90,17 @@ def test_libraries_come_from_the_frames() -> None:
            "AssertionError: ground truth has different shape (torch.Size([2, 1, 8, 8])) from input (torch.Size([2, 3, 8, 8]))\n")
     assert diagnose_text(log).root.facts["libraries"] == ["monai"]
     assert "libraries" not in diagnose_text(CPU_NLL).root.facts
+
+
+def test_kbdebug_run_rerun_end_to_end(tmp_path: Path) -> None:
+    """The first run suggests the blocking rerun of the command it ran; the rerun does not suggest it again."""
+    from test_run import ASYNC_CHILD, kb_run
+
+    child = tmp_path / "fit.py"
+    child.write_text(ASYNC_CHILD)
+    res = kb_run("--rerun", "--save", str(tmp_path / "saved"), "--", sys.executable, str(child))
+    assert res.returncode == 3
+    first, second = (r["diagnosis"]["incidents"][0] for r in json.loads((tmp_path / "saved" / "diagnosis.json").read_text())["runs"])
+    assert first["facts"]["origin"] == "run" and f"kbdebug run --rerun -- python {child}" in first["commands"]
+    assert second["facts"]["origin"] == "rerun" and second["facts"]["launch_blocking"] is True
+    assert second["commands"] == []
