@@ -129,3 +129,25 @@ def test_nll_guide_follows_the_failing_lines_values() -> None:
     assert "outside `[0, 5)`" in inc.guide["what"]
     assert "`labels` runs 1..5 for 5 classes: the labels look 1-based" in inc.guide["why"]
     assert inc.guide["fix"].startswith("Shift the labels: `labels - 1` (they run 1..5)")
+
+
+def test_guard_errors_fill_the_guides_with_the_bad_value() -> None:
+    torch = pytest.importorskip("torch")
+    import kbdebug
+
+    emb, ids = torch.nn.Embedding(30, 4), torch.tensor([[2, 41, 7]])
+    try:
+        with kbdebug.guard():
+            emb(ids)
+    except kbdebug.KbdebugError as exc:
+        inc = kbdebug.diagnose(exc).root
+    assert inc is not None and inc.rule == "embedding_index_oob"
+    assert inc.guide["fix"].startswith("Id 41 needs at least 42 rows and the table has 30")
+    scores, target = torch.randn(3, 6), torch.tensor([0, 255, 2])
+    try:
+        with kbdebug.guard():
+            torch.nn.functional.cross_entropy(scores, target)
+    except kbdebug.KbdebugError as exc:
+        inc = kbdebug.diagnose(exc).root
+    assert inc is not None and "outside `[0, 6)`" in inc.guide["what"]
+    assert inc.guide["fix"].startswith("Pass the ignore value: `nn.CrossEntropyLoss(ignore_index=255)`")
