@@ -53,26 +53,36 @@ def libraries(files: list[str]) -> list[str]:
     return list(dict.fromkeys(m.group(1) for f in files if (m := _PACKAGE.search(f.replace("\\\\", "\\")))))
 
 
-def device_of(inc: Incident) -> str | None:
+def device_of(inc: Incident, device_side: bool = False) -> str | None:
+    """"cuda" on any GPU evidence; "cpu" when the failing line's tensors are all on the CPU, or when
+    the rule is a device-side one (its CUDA form is a kernel assert or CUDA error) and the incident
+    holds only the readable exception its CPU form raises; None (unknown) otherwise: a shape error
+    reads the same on either device."""
     f = inc.facts
     tensors = f.get("frame_tensors") or {}
     devices = {str(t.get("device", "")).split(":")[0] for t in tensors.values() if isinstance(t, dict)}
     message = f"{f.get('error_message', '')} {f.get('device_a', '')} {f.get('device_b', '')}"
     if inc.device_evidence or "cuda" in devices or any(k in f for k in _CUDA_FACTS) or re.search(r"(?i)\bcuda", message):
         return "cuda"
-    if devices == {"cpu"} or any(rec.kind in ("exception", "message") for rec in inc.records):
+    if devices == {"cpu"} or (device_side and any(rec.kind in ("exception", "message") for rec in inc.records)):
         return "cpu"
     return None
 
 
-def context_facts(inc: Incident, origin: str | None = None) -> dict[str, Any]:
-    """The context facts of one incident (see the module's docstring)."""
+def needs(command: str) -> frozenset[str]:
+    """What a command needs to be of any help (see NEEDS)."""
+    return frozenset().union(*(n for rx, n in NEEDS if rx.search(command)))
+
+
+def context_facts(inc: Incident, origin: str | None = None, device_side: bool = False) -> dict[str, Any]:
+    """The context facts of one incident (see the module's docstring); `device_side`: its rule offers
+    commands that need CUDA, so its CUDA form would have left GPU evidence."""
     files = frame_files(inc)
     own = str(inc.facts.get("innermost_user_frame") or "")
     if any(_NOTEBOOK_FILE.search(x) for x in [*files, own]):
         origin = "notebook" if origin in (None, "log", "script") else origin
     facts: dict[str, Any] = {"origin": origin or "log"}
-    device = device_of(inc)
+    device = device_of(inc, device_side)
     if device:
         facts["device"] = device
     blocking = origin == "rerun" or (origin in ("script", "notebook", "run") and os.environ.get("CUDA_LAUNCH_BLOCKING") == "1")
@@ -138,8 +148,7 @@ def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
         have.add("shell")
     out: list[str] = []
     for cmd in commands:
-        needs = frozenset().union(*(n for rx, n in NEEDS if rx.search(cmd)))
-        missing = needs - have
+        missing = needs(cmd) - have
         if missing == {"shell"} and notebook and (env := _ENV_PREFIX.match(cmd)):
             pairs = ", ".join(f'{k}="{v}"' for k, v in (p.split("=", 1) for p in env.group(1).split()))
             cmd = f"import os; os.environ.update({pairs})  # first cell, after restarting the kernel; then rerun the cells"
@@ -154,7 +163,9 @@ def advise(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra:
     from kbdebug.render import fill
 
     for inc in diag.incidents:
-        for key, val in {**context_facts(inc, origin), **(extra or {})}.items():
+        rule = kb.get(inc.rule)
+        device_side = rule is not None and any("cuda" in needs(c) for c in rule.commands)
+        for key, val in {**context_facts(inc, origin, device_side), **(extra or {})}.items():
             inc.facts.setdefault(key, val)
     fill(diag, kb)
     for inc in diag.incidents:

@@ -104,3 +104,8 @@ def test_kbdebug_run_rerun_end_to_end(tmp_path: Path) -> None:
     assert first["facts"]["origin"] == "run" and f"kbdebug run --rerun -- python {child}" in first["commands"]
     assert second["facts"]["origin"] == "rerun" and second["facts"]["launch_blocking"] is True
     assert second["commands"] == []
+
+
+def test_a_shape_error_says_nothing_about_the_device() -> None:
+    inc = diagnose_text(TB + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x300 and 200x4)\n").root
+    assert inc is not None and inc.rule == "matmul_shape_mismatch" and "device" not in inc.facts
