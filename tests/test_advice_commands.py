@@ -109,3 +109,15 @@ def test_kbdebug_run_rerun_end_to_end(tmp_path: Path) -> None:
 def test_a_shape_error_says_nothing_about_the_device() -> None:
     inc = diagnose_text(TB + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x300 and 200x4)\n").root
     assert inc is not None and inc.rule == "matmul_shape_mismatch" and "device" not in inc.facts
+
+
+def test_live_error_from_a_jupyter_cell_is_a_notebook() -> None:
+    from kbdebug import diagnose
+
+    cell = compile('raise RuntimeError("CUDA error: device-side assert triggered")\n', "/tmp/ipykernel_4242/77.py", "exec")
+    try:
+        exec(cell, {})
+    except RuntimeError as exc:
+        inc = diagnose(exc).root
+    assert inc is not None and inc.facts["origin"] == "notebook"
+    assert all("python" not in c.split("#")[0] for c in inc.commands) and inc.commands[0].startswith("import os; os.environ.update(")
