@@ -151,3 +151,13 @@ def test_guard_errors_fill_the_guides_with_the_bad_value() -> None:
         inc = kbdebug.diagnose(exc).root
     assert inc is not None and "outside `[0, 6)`" in inc.guide["what"]
     assert inc.guide["fix"].startswith("Pass the ignore value: `nn.CrossEntropyLoss(ignore_index=255)`")
+
+
+def test_after_a_kernel_assert_the_users_line_is_where_it_surfaced() -> None:
+    log = ("/pt/aten/src/ATen/native/cuda/Loss.cu:242: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [3,0,0] "
+           "Assertion `t >= 0 && t < n_classes` failed.\n" + TB.replace("loss = criterion(pred, mask)", "total += loss.item()")
+           + "RuntimeError: CUDA error: device-side assert triggered\n")
+    inc = diagnose_text(log).root
+    assert inc is not None and inc.rule == "nll_target_out_of_range"
+    assert ("it surfaced at `/srv/exp/seg_train.py:217` (`total += loss.item()`), a later synchronising call, not the failing op"
+            in inc.guide["what"])
