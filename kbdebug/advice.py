@@ -138,7 +138,7 @@ def tensor_roles(tensors: dict[str, Any]) -> dict[str, Any]:
 
 def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
     """The commands that can help in the incident's context, notebook forms substituted."""
-    have = set()
+    have: set[str] = set()
     if facts.get("device") != "cpu":
         have.add("cuda")  # unknown device: a CUDA command may still help
     if not facts.get("launch_blocking"):
@@ -152,7 +152,7 @@ def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
         if missing == {"shell"} and notebook and (env := _ENV_PREFIX.match(cmd)):
             pairs = ", ".join(f'{k}="{v}"' for k, v in (p.split("=", 1) for p in env.group(1).split()))
             cmd = f"import os; os.environ.update({pairs})  # first cell, after restarting the kernel; then rerun the cells"
-            missing = set()
+            missing = frozenset()
         if not missing and cmd.strip() and cmd not in out:
             out.append(cmd)
     return out
