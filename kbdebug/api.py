@@ -11,20 +11,23 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from kbdebug.advice import advise
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
-from kbdebug.render import fill
 from kbdebug.scan import Region, Scanner, scan_path, scan_text
 
 _PKG_DIR = str(Path(__file__).resolve().parent)
 
 
-def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
+def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *,
+                     origin: str = "log", facts: dict[str, Any] | None = None) -> Diagnosis:
+    """`origin` says where the text came from ("log", "run", "rerun"; see kbdebug.advice), `facts`
+    adds what the caller knows (the command's `script`); both decide which commands are offered."""
     kb = load_kb(kb_dirs)
     records = parse_regions(regions)
-    return fill(diagnose_records(records, kb, source), kb)
+    return advise(diagnose_records(records, kb, source), kb, origin, facts)
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -64,7 +67,7 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
     _add_frame_shapes(records, exc)
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
     _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
-    return fill(diag, kb)
+    return advise(diag, kb, "script", _live_facts())
 
 
 def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosis | None:
@@ -82,8 +85,14 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
                 inc.title, inc.checks = r.title, list(r.checks)
             diag = Diagnosis(source=f"<{_type_name(type(e))}>", incidents=[inc])
             _facts_from_frames(diag, e)
-            return fill(diag, kb)
+            return advise(diag, kb, "script", _live_facts())
     return None
+
+
+def _live_facts() -> dict[str, Any]:
+    """The running script, for the commands that rerun it (a notebook is recognised by its frames)."""
+    main = sys.argv[0] if sys.argv else ""
+    return {"script": main} if main.endswith(".py") and "ipykernel" not in main and os.path.isfile(main) else {}
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -158,6 +167,7 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
         tensors = _frame_tensors(frame, code)
         if tensors:
             inc.facts["frame_tensors"] = tensors
+        diag.keep_inputs(_frame_inputs(frame, code))
 
 
 def _add_frame_shapes(records: list[Any], exc: BaseException) -> None:
@@ -197,6 +207,25 @@ def _frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str
             out[name] = info
         if len(out) >= 8:
             break
+    return out
+
+
+def _frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
+    """The tensors named on the failing line and its literal keyword settings (`num_classes=5`,
+    `ignore_index=255`), kept so `diag.verify()` can run its checks without being handed them again."""
+    import re
+
+    from kbdebug.advice import call_settings
+
+    torch = sys.modules.get("torch")
+    out: dict[str, Any] = {}
+    if torch is not None:
+        for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
+            val = frame.f_locals.get(name)
+            if isinstance(val, (torch.Tensor, torch.nn.Module)):
+                out[name] = val
+    for key, val in call_settings(code).items():
+        out.setdefault(key, val)
     return out
 
 

@@ -149,7 +149,7 @@ def run_cmd(
             write_summary(save, cmd, results)
         raise typer.Exit(0)
     try:
-        diag = diagnose_regions(first.regions, source=source, kb_dirs=kb)
+        diag = diagnose_regions(first.regions, source=source, kb_dirs=kb, origin="run", facts=_run_facts(cmd))
     except RuleFileError as exc:
         _fail(str(exc))
     results = [(first, diag)]
@@ -168,7 +168,8 @@ def run_cmd(
             out.write("\nkbdebug: re-running with " + " ".join(f"{k}={v}" for k, v in RERUN_ENV.items()) + "\n")
             out.flush()
             second = run_once(cmd, child_env(RERUN_ENV), save, "run2")
-            diag2 = diagnose_regions(second.regions, source=source + " (CUDA_LAUNCH_BLOCKING=1)", kb_dirs=kb)
+            diag2 = diagnose_regions(second.regions, source=source + " (CUDA_LAUNCH_BLOCKING=1)", kb_dirs=kb,
+                                     origin="rerun", facts=_run_facts(cmd))
             results.append((second, diag2))
             out.write(_compare(diag, diag2) + "\n")
             if diag2.incidents:
@@ -261,6 +262,15 @@ def rules_lint(directory: Path) -> None:
     if problems:
         raise typer.Exit(1)
     typer.echo(f"{directory}: all rule files valid")
+
+
+def _run_facts(cmd: list[str]) -> dict[str, Any]:
+    """What `kbdebug run` knows for the commands it suggests: the script and arguments after `python`."""
+    import shlex
+
+    if cmd and Path(cmd[0]).name.startswith("python") and len(cmd) > 1:
+        return {"script": shlex.join(cmd[1:])}
+    return {}
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from kbdebug.records import AnyRecord
 
@@ -36,6 +36,13 @@ class Diagnosis(BaseModel):
     source: str = "-"
     incidents: list[Incident] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # What diagnose(exc) found on the failing line (tensors, literal settings): not part of the JSON.
+    _inputs: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    def keep_inputs(self, inputs: dict[str, Any]) -> None:
+        """Remember the failing line's tensors and settings for a later `verify()` with no arguments."""
+        for key, val in inputs.items():
+            self._inputs.setdefault(key, val)
 
     @property
     def root(self) -> Incident | None:
@@ -52,13 +59,16 @@ class Diagnosis(BaseModel):
     def verify(self, **tensors: Any) -> Diagnosis:
         """Run the checks each incident's rule names on the user's own tensors (needs torch).
 
+        Tensors and settings captured from the failing line by `diagnose(exc)` are used for the
+        roles not passed here, so `diag.verify()` alone checks what the failing call was given.
         A failing check is evidence for the diagnosis (confidence goes up); checks that all ran
         and passed are evidence against it (confidence goes down, and a note says so).
         """
         from kbdebug.verify import run_checks
 
+        given = {**self._inputs, **tensors}
         for inc in self.incidents:
-            results = run_checks(inc.checks, inc.facts, tensors)
+            results = run_checks(inc.checks, inc.facts, given)
             inc.verification = [r.model_dump(mode="json") for r in results]
             ran = [r for r in results if r.passed is not None]
             if any(r.passed is False for r in ran):

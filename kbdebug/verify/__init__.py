@@ -36,7 +36,7 @@ from kbdebug.verify.stages import Audit, audit, describe, stats  # noqa: E402
 # Names users pass their tensors under, per role (the first one found wins).
 ALIASES: dict[str, tuple[str, ...]] = {
     "target": ("target", "targets", "label", "labels", "y", "mask", "gt"),
-    "logits": ("logits", "pred", "prediction", "output", "outputs", "input", "y_pred", "scores"),
+    "logits": ("logits", "logit", "pred", "preds", "prediction", "output", "outputs", "out", "input", "y_pred", "scores"),
     "index": ("index", "idx", "indices"),
     "ids": ("input_ids", "ids", "tokens", "position_ids", "index", "indices"),
     "probs": ("probs", "p", "prob", "probabilities", "weights", "input", "pred"),

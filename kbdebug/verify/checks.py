@@ -9,109 +9,16 @@ from typing import Any
 
 import torch
 
+from kbdebug.verify.labels import check_class_targets, check_segmentation
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.stages import walk_tensors
+from kbdebug.verify.summaries import MAX_POSITIONS
+from kbdebug.verify.summaries import describe_shape as _describe_shape
+from kbdebug.verify.summaries import num as _num
+from kbdebug.verify.summaries import offending as _offending
+from kbdebug.verify.summaries import positions as _positions
 
-MAX_POSITIONS = 10
-HISTOGRAM = 20
-
-
-def _num(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        x = x.item()
-    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
-        return int(x)
-    return round(x, 6) if isinstance(x, float) else x
-
-
-def _positions(mask: torch.Tensor, limit: int) -> list[list[int]]:
-    if limit <= 0:
-        return []
-    return torch.nonzero(mask)[:limit].tolist()
-
-
-def _value_counts(t: torch.Tensor, limit: int = HISTOGRAM) -> list[tuple[Any, int]]:
-    """(value, count) of the most frequent values, in value order (a label set at a glance)."""
-    values, counts = torch.unique(t.detach().flatten(), return_counts=True)
-    if values.numel() > limit:
-        top = torch.topk(counts, limit).indices
-        values, counts = values[top], counts[top]
-        order = torch.argsort(values)
-        values, counts = values[order], counts[order]
-    return [(_num(v), int(c)) for v, c in zip(values.tolist(), counts.tolist(), strict=True)]
-
-
-def _histogram(t: torch.Tensor, limit: int = HISTOGRAM) -> dict[str, int]:
-    return {str(v): c for v, c in _value_counts(t, limit)}
-
-
-def _offending(t: torch.Tensor, mask: torch.Tensor, limit: int = HISTOGRAM) -> tuple[list[Any], dict[str, int]]:
-    counts = _value_counts(t.detach()[mask], limit)
-    return [v for v, _ in counts], {str(v): c for v, c in counts}
-
-
-def _describe_shape(t: torch.Tensor) -> str:
-    return f"[{', '.join(str(s) for s in t.shape)}] {str(t.dtype).replace('torch.', '')} on {t.device}"
-
-
-# -- class targets ---------------------------------------------------------------------------------
-def check_class_targets(target: torch.Tensor, num_classes: int | None = None, *, logits: torch.Tensor | None = None,
-                        ignore_index: int | None = -100, class_dim: int = 1,
-                        max_positions: int = MAX_POSITIONS) -> CheckResult:
-    """Class-index targets for cross_entropy / nll_loss: every value in [0, C) or == ignore_index."""
-    name = "class_targets"
-    if num_classes is None:
-        if logits is None:
-            raise TypeError("check_class_targets needs num_classes= or logits=")
-        num_classes = int(logits.shape[class_dim] if logits.dim() > 1 else logits.shape[0])
-    values: dict[str, Any] = {"num_classes": num_classes, "ignore_index": ignore_index, "shape": list(target.shape),
-                              "dtype": str(target.dtype).replace("torch.", "")}
-    if target.is_floating_point():
-        if logits is not None and target.shape == logits.shape:
-            mn, mx = (float(v) for v in torch.stack([target.min(), target.max()]).tolist()) if target.numel() else (0, 0)
-            values.update(min=_num(mn), max=_num(mx))
-            ok = 0 <= mn and mx <= 1
-            return CheckResult(name=name, passed=ok, values=values,
-                               finding=f"class-probability targets, values in [{_num(mn)}, {_num(mx)}]"
-                               + ("" if ok else ": probabilities must lie in [0, 1]"),
-                               fix="" if ok else "normalise soft targets (softmax or divide by the row sum)")
-        return CheckResult(name=name, passed=False, values=values,
-                           finding=f"target is {values['dtype']}; class-index targets must be an integer (int64) tensor",
-                           fix="target = target.long()  (after checking the values are whole class numbers)")
-    if target.numel() == 0:
-        return CheckResult(name=name, passed=True, values=values, finding="target is empty")
-    t = target.detach()
-    mn, mx = torch.stack(list(torch.aminmax(t))).tolist()
-    values.update(min=mn, max=mx)
-    if 0 <= mn and mx < num_classes:
-        values["histogram"] = _histogram(t)
-        return CheckResult(name=name, passed=True, values=values,
-                           finding=f"all {t.numel()} targets in [0, {num_classes}) (min {mn}, max {mx})")
-    bad = (t < 0) | (t >= num_classes)
-    if ignore_index is not None:
-        bad &= t != ignore_index
-    count = int(bad.sum())
-    values["histogram"] = _histogram(t)
-    if count == 0:
-        return CheckResult(name=name, passed=True, values=values,
-                           finding=f"all targets in [0, {num_classes}) apart from ignore_index={ignore_index}")
-    offending, hist = _offending(t, bad)
-    values.update(out_of_range=count, offending_counts=hist)
-    shown = ", ".join(f"{v} (x{c})" for v, c in hist.items())
-    return CheckResult(name=name, passed=False, values=values, offending=offending, positions=_positions(bad, max_positions),
-                       finding=f"{count} of {t.numel()} targets outside [0, {num_classes}) (ignore_index={ignore_index}): {shown}",
-                       fix=_target_fix(offending, mn, mx, num_classes, ignore_index))
-
-
-def _target_fix(offending: list[Any], mn: int, mx: int, num_classes: int, ignore_index: int | None) -> str:
-    ints = [v for v in offending if isinstance(v, int)]
-    if ints and all(v == ints[0] for v in ints) and ints[0] in (255, -1, 250, 254, 65535):
-        return f"these look like 'ignore' labels: pass ignore_index={ints[0]} to the loss (now {ignore_index}), or remap them"
-    if mn >= 1 and mx == num_classes:
-        return f"labels look 1-based (min {mn}, max {mx}): use target - 1, or a head with {mx + 1} outputs"
-    if mn >= 0:
-        return f"the data has labels up to {mx}: the model needs at least {mx + 1} outputs (it has {num_classes}), or remap labels"
-    return f"negative labels ({mn}): remap them into [0, {num_classes}) or set ignore_index to the padding value"
+__all__ = ["check_class_targets", "check_segmentation"]  # re-exported: their home is labels.py
 
 
 # -- indices ----------------------------------------------------------------------------------------
@@ -164,94 +71,6 @@ def check_embedding_ids(ids: torch.Tensor, embedding: Any = None, *, num_embeddi
     return res
 
 
-# -- segmentation -------------------------------------------------------------------------------------
-def check_segmentation(label: torch.Tensor, pred: torch.Tensor, *, num_classes: int | None = None,
-                       to_onehot: int | None = None, to_onehot_y: bool | None = None, softmax: bool | None = None,
-                       sigmoid: bool | None = None, include_background: bool | None = None,
-                       ignore_index: int | None = None) -> CheckResult:
-    """Label vs prediction layout for segmentation, and MONAI-style settings given as plain values
-    (`AsDiscrete(to_onehot=N)`, `DiceLoss(to_onehot_y=..., softmax=...)`), so MONAI is not needed."""
-    problems: list[tuple[str, str]] = []
-    if pred.dim() < 2:
-        raise TypeError("pred must be [B, C, ...]")
-    channels = int(pred.shape[1])
-    values: dict[str, Any] = {"label_shape": list(label.shape), "pred_shape": list(pred.shape), "pred_channels": channels,
-                              "label_dtype": str(label.dtype).replace("torch.", "")}
-    if label.dim() == pred.dim() and label.shape == pred.shape and channels > 1:
-        layout = "one-hot"
-        real = channels
-    elif label.dim() == pred.dim() and label.shape[1] == 1:
-        layout = "index [B,1,...]"
-        real = None
-    elif label.dim() == pred.dim() - 1:
-        layout = "index [B,...]"
-        real = None
-    else:
-        layout = "unknown"
-        real = None
-        problems.append((f"label {list(label.shape)} fits neither index [B,...]/[B,1,...] nor one-hot {list(pred.shape)} layout",
-                         "make the label [B,1,*spatial] (index) or [B,C,*spatial] (one-hot) with the same spatial size"))
-    values["label_layout"] = layout
-    spatial_label = list(label.shape[2:]) if layout != "index [B,...]" else list(label.shape[1:])
-    if layout != "unknown" and spatial_label != list(pred.shape[2:]):
-        problems.append((f"spatial size differs: label {spatial_label} vs prediction {list(pred.shape[2:])}",
-                         "resize/crop label and image with the same transform (nearest for labels)"))
-    if label.shape[0] != pred.shape[0]:
-        problems.append((f"batch size differs: label {label.shape[0]} vs prediction {pred.shape[0]}",
-                         "check the collate function and that label and image come from the same sample"))
-    if layout.startswith("index") and label.numel():
-        t = label.detach()
-        if t.is_floating_point() and not torch.equal(t, t.round()):
-            problems.append(("index label holds non-integer values (interpolated with a non-nearest mode?)",
-                             "resample labels with mode='nearest'"))
-        tt = t if ignore_index is None else t[t != ignore_index]
-        if tt.numel():
-            mn, mx = (float(v) for v in torch.stack([tt.min().float(), tt.max().float()]).tolist())
-            values.update(label_min=_num(mn), label_max=_num(mx), label_values=_histogram(t))
-            real = int(mx) + 1
-            if mn < 0:
-                problems.append((f"negative label values (min {_num(mn)})", "remap labels into [0, C)"))
-            if mx >= channels and channels > 1:
-                problems.append((f"label values go up to {_num(mx)} but the prediction has {channels} channels",
-                                 f"use a head with at least {real} outputs, or remap labels (255 -> ignore)"))
-    elif layout == "one-hot" and label.numel():
-        sums = label.detach().float().sum(1)
-        mn, mx = torch.stack([sums.min(), sums.max()]).tolist()
-        values["onehot_sum_range"] = [_num(mn), _num(mx)]
-        if not (mn == 1 and mx == 1):
-            problems.append((f"one-hot label channels sum to [{_num(mn)}, {_num(mx)}] per voxel instead of 1",
-                             "build the one-hot with the real class count and no ignore labels"))
-    if real is not None:
-        values["real_class_count"] = real
-    if num_classes is not None and num_classes != channels:
-        problems.append((f"num_classes={num_classes} but the prediction has {channels} channels",
-                         f"set num_classes={channels} or change the head to {num_classes} outputs"))
-    if to_onehot is not None:
-        if to_onehot != channels:
-            problems.append((f"to_onehot={to_onehot} but the prediction has {channels} channels",
-                             f"AsDiscrete(to_onehot={channels})"))
-        if real is not None and real > to_onehot:
-            problems.append((f"labels reach {real - 1}, beyond to_onehot={to_onehot}", f"to_onehot must be >= {real}"))
-    if to_onehot_y is True and layout == "one-hot":
-        problems.append(("to_onehot_y=True but the label is already one-hot", "set to_onehot_y=False"))
-    if to_onehot_y is False and layout.startswith("index") and channels > 1:
-        problems.append((f"to_onehot_y=False with an index label {list(label.shape)} against {channels} channels "
-                         "('ground truth has different shape')", "set to_onehot_y=True (and softmax=True)"))
-    if softmax and channels == 1:
-        problems.append(("softmax=True on a single-channel prediction is ignored", "use sigmoid=True for one foreground class"))
-    if softmax and sigmoid:
-        problems.append(("softmax=True and sigmoid=True together", "choose one: softmax for exclusive classes"))
-    if include_background is False and channels == 1:
-        problems.append(("include_background=False with one channel removes the only class", "keep include_background=True"))
-    if layout == "index [B,1,...]" and to_onehot_y is None and channels > 1:
-        values["hint"] = "for cross_entropy squeeze the channel: label[:, 0].long()"
-    if problems:
-        return CheckResult(name="segmentation_layout", passed=False, values=values,
-                           finding="; ".join(p for p, _ in problems), fix="; ".join(f for _, f in problems))
-    return CheckResult(name="segmentation_layout", passed=True, values=values,
-                       finding=f"label {layout} {list(label.shape)} fits prediction {list(pred.shape)}"
-                               + (f" ({real} classes seen)" if real else ""))
-
 
 # -- probabilities ----------------------------------------------------------------------------------
 def check_probabilities(p: torch.Tensor, *, kind: str = "multinomial", rows_sum_positive: bool | None = None,
@@ -293,31 +112,48 @@ def check_probabilities(p: torch.Tensor, *, kind: str = "multinomial", rows_sum_
         return CheckResult(name=name, passed=True, values=values,
                            finding=f"all {t.numel()} values finite and in {rng} (min {_num(mn)}, max {_num(mx)})")
     bad = ~finite | (t < 0) | ((t > 1) if unit else torch.zeros_like(finite))
-    if unit and (mn < 0 or mx > 1):
+    if n_nan or n_inf:
+        fix = (f"{int(n_nan)} NaN / {int(n_inf)} inf came from upstream: check the loss scale, log of 0, division by zero; "
+               "torch.autograd.set_detect_anomaly(True)")
+    elif unit and (mn < 0 or mx > 1):
         fix = "these look like logits: apply sigmoid first, or use BCEWithLogitsLoss / bernoulli(logits=...)"
-    elif n_nan or n_inf:
-        fix = "NaN/inf came from upstream: check the loss scale, log of 0, division by zero; torch.autograd.set_detect_anomaly(True)"
     elif rows_sum_positive and zero_rows:
-        fix = "a row of all zeros (every option masked out): keep at least one positive entry or add a small epsilon"
+        fix = (f"{int(zero_rows)} rows are all zeros (every option masked out): keep at least one positive entry "
+               "or add a small epsilon")
     else:
-        fix = "use softmax(logits) (not raw logits) as probabilities, or torch.distributions.Categorical(logits=...)"
+        fix = (f"values reach {_num(mn)} (negative): use softmax(logits) (not raw logits) as probabilities, "
+               "or torch.distributions.Categorical(logits=...)")
     return CheckResult(name=name, passed=False, values=values, positions=_positions(bad, max_positions),
                        offending=_offending(t, bad)[0] if bad.any() else [],
                        finding=f"{kind} input has " + ", ".join(problems), fix=fix)
 
 
 def check_bce_inputs(input: torch.Tensor, target: torch.Tensor | None = None) -> CheckResult:  # noqa: A002 - torch's name
-    """BCELoss wants probabilities in [0, 1] for input and target; logits need BCEWithLogitsLoss."""
+    """BCELoss wants probabilities in [0, 1] for input *and* target; both are checked and both reported,
+    since fixing one (a sigmoid on the logits) leaves the other (a 0/2 or 0/255 mask) still failing."""
     res = check_probabilities(input, kind="bce")
     res.name = "bce_inputs"
-    if res.passed and target is not None:
-        tres = check_probabilities(target.float() if not target.is_floating_point() else target, kind="bce")
-        if not tres.passed:
-            tres.name = "bce_inputs"
-            tres.finding = "target: " + tres.finding
-            tres.fix = "BCE targets must lie in [0, 1]: binarise masks (mask > 0).float(), not 255-valued images"
-            return tres
-    return res
+    if target is None:
+        return res
+    tres = check_probabilities(target if target.is_floating_point() else target.float(), kind="bce")
+    res.values = {**res.values, "target": tres.values}
+    if tres.passed:
+        return res
+    tv = tres.values
+    if tv.get("nan") or tv.get("inf"):
+        tfix = "the target holds NaN/inf: clean the labels where they are loaded"
+    elif tv["max"] == 255:
+        tfix = "the target is a 0..255 mask: binarise it, (target > 0).float(), or scale it, target / 255"
+    elif tv["min"] >= 0 and float(tv["max"]).is_integer():
+        tfix = (f"the target holds whole numbers up to {tv['max']}: BCE targets are probabilities in [0, 1]; "
+                f"for {tv['max'] + 1} class indices use cross_entropy, for a binary mask (target > 0).float()")
+    else:
+        tfix = f"the target lies in [{tv['min']}, {tv['max']}]: rescale it into [0, 1] (e.g. -1/1 labels: (target + 1) / 2)"
+    findings = ([f"input: {res.finding.split(' has ', 1)[-1]}"] if res.passed is False else []) + \
+        [f"target: {tres.finding.split(' has ', 1)[-1]}"]
+    fixes = ([res.fix] if res.passed is False else []) + [tfix]
+    return CheckResult(name="bce_inputs", passed=False, values=res.values, offending=tres.offending,
+                       positions=tres.positions, finding="; ".join(findings), fix="; ".join(fixes))
 
 
 # -- devices and dtypes -------------------------------------------------------------------------------
@@ -363,7 +199,7 @@ def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", inp
             return CheckResult(name="target_dtype", passed=True, values=values, finding=f"{dt} class probabilities")
         return CheckResult(name="target_dtype", passed=False, values=values,
                            finding=f"{loss} needs int64 class indices, the target is {dt}",
-                           fix="target = target.long()  (an index mask loaded as float/uint8 must be converted)")
+                           fix=f"target = target.long()  (an index mask loaded as {dt} must be converted)")
     if loss in _FLOAT_LOSSES:
         want = input.dtype if input is not None else None
         if target.is_floating_point() and (want is None or target.dtype == want):
@@ -386,7 +222,7 @@ def check_finite(*tensors: torch.Tensor, **named: torch.Tensor) -> CheckResult:
         return CheckResult(name="finite", passed=True, values=found, finding=f"no NaN or inf in {len(found)} tensors")
     return CheckResult(name="finite", passed=False, values=found,
                        finding="; ".join(f"{k}: {v['nan']} NaN, {v['inf']} inf" for k, v in bad.items()),
-                       fix="find the first stage that produces them: kbdebug.audit(model) records nan/inf per module")
+                       fix=f"find the first stage that produces them in {', '.join(bad)}: kbdebug.audit(model) records nan/inf per module")
 
 
 def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = None, **named: torch.Tensor) -> CheckResult:
@@ -400,7 +236,7 @@ def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = 
     if hits:
         return CheckResult(name="shapes", passed=False, values=values,
                            finding="the error's shapes are " + "; ".join(f"{k} {v}" for k, v in hits.items()),
-                           fix="fix the layout of the tensor named here (view/permute/squeeze) or the layer size it meets")
+                           fix=f"fix the layout of {', '.join(hits)} (view/permute/squeeze) or the size of the layer it meets")
     return CheckResult(name="shapes", passed=True, values=values,
                        finding=f"none of the given tensors has a shape from the error {error_shapes}: the mismatch is elsewhere")
 

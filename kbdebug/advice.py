@@ -1,0 +1,173 @@
+"""The context an error came from, and the commands that can help in it.
+
+`CUDA_LAUNCH_BLOCKING=1 python train.py` does nothing for an error raised on the CPU, names a file
+that does not exist when the error came from a notebook cell, and repeats itself after
+`kbdebug run --rerun`. So every incident gets context facts read from what is already known:
+
+- `device`: "cuda" when anything in the incident comes from the GPU (a kernel assert, a CUDA or
+  library status, a tensor on a CUDA device on the failing line), "cpu" when an exception was read
+  and nothing points at a GPU;
+- `origin`: "log" (`kbdebug explain`), "script" / "notebook" (`diagnose(exc)`, IPython frames),
+  "run" / "rerun" (`kbdebug run`, its CUDA_LAUNCH_BLOCKING=1 re-run);
+- `launch_blocking`: True when kernel launches were already synchronous;
+- `libraries`: the packages the traceback's frames run through (`monai`, `transformers`), so
+  library-specific advice appears only where that library is in the frames.
+
+Commands are then filtered here, in one place, by what the tool they run needs (`NEEDS`), after the
+rule's templates are filled; a notebook gets the `%env` form of an environment-variable command.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from typing import Any
+
+from kbdebug.diagnosis import Diagnosis, Incident
+from kbdebug.kb.loader import KnowledgeBase
+from kbdebug.records import PyException
+
+ORIGINS = ("log", "script", "notebook", "run", "rerun")
+_NOTEBOOK_FILE = re.compile(r"^(?:Cell In\s*\[|<ipython-input-)|[\\/]ipykernel_\d+[\\/]")
+_PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
+_CUDA_FACTS = ("cuda_error", "kernel_file", "tool", "cublas_status", "cudnn_status", "nccl_event", "gpu_index",
+               "tried_to_allocate", "device_capability")
+
+# What a command needs to be of any help, by the tool it runs.
+NEEDS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
+    (re.compile(r"\bCUDA_LAUNCH_BLOCKING=1\b"), frozenset({"cuda", "not_blocking"})),
+    (re.compile(r"\bkbdebug run --rerun\b"), frozenset({"cuda", "not_blocking", "shell"})),
+    (re.compile(r"\bcompute-sanitizer\b"), frozenset({"cuda", "shell"})),
+    (re.compile(r"(?:^|\s)python\s"), frozenset({"shell"})),
+)
+_ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+\s+)+)python\s")
+
+
+def frame_files(inc: Incident) -> list[str]:
+    return [f.file for rec in inc.records if isinstance(rec, PyException) for f in rec.frames]
+
+
+def libraries(files: list[str]) -> list[str]:
+    """Installed packages the frames run through, in first-seen order (torch included)."""
+    return list(dict.fromkeys(m.group(1) for f in files if (m := _PACKAGE.search(f.replace("\\\\", "\\")))))
+
+
+def device_of(inc: Incident, device_side: bool = False) -> str | None:
+    """"cuda" on any GPU evidence; "cpu" when the failing line's tensors are all on the CPU, or when
+    the rule is a device-side one (its CUDA form is a kernel assert or CUDA error) and the incident
+    holds only the readable exception its CPU form raises; None (unknown) otherwise: a shape error
+    reads the same on either device."""
+    f = inc.facts
+    tensors = f.get("frame_tensors") or {}
+    devices = {str(t.get("device", "")).split(":")[0] for t in tensors.values() if isinstance(t, dict)}
+    message = f"{f.get('error_message', '')} {f.get('device_a', '')} {f.get('device_b', '')}"
+    if inc.device_evidence or "cuda" in devices or any(k in f for k in _CUDA_FACTS) or re.search(r"(?i)\bcuda", message):
+        return "cuda"
+    if devices == {"cpu"} or (device_side and any(rec.kind in ("exception", "message") for rec in inc.records)):
+        return "cpu"
+    return None
+
+
+def needs(command: str) -> frozenset[str]:
+    """What a command needs to be of any help (see NEEDS)."""
+    return frozenset().union(*(n for rx, n in NEEDS if rx.search(command)))
+
+
+def context_facts(inc: Incident, origin: str | None = None, device_side: bool = False) -> dict[str, Any]:
+    """The context facts of one incident (see the module's docstring); `device_side`: its rule offers
+    commands that need CUDA, so its CUDA form would have left GPU evidence."""
+    files = frame_files(inc)
+    own = str(inc.facts.get("innermost_user_frame") or "")
+    if any(_NOTEBOOK_FILE.search(x) for x in [*files, own]):
+        origin = "notebook" if origin in (None, "log", "script") else origin
+    facts: dict[str, Any] = {"origin": origin or "log"}
+    device = device_of(inc, device_side)
+    if device:
+        facts["device"] = device
+    blocking = origin == "rerun" or (origin in ("script", "notebook", "run") and os.environ.get("CUDA_LAUNCH_BLOCKING") == "1")
+    if blocking:
+        facts["launch_blocking"] = True
+    libs = libraries(files)
+    if libs:
+        facts["libraries"] = libs
+    facts.update(tensor_roles(inc.facts.get("frame_tensors") or {}))
+    settings = call_settings(str(inc.facts.get("user_code") or ""))
+    if settings:
+        facts["call_settings"] = settings
+        if isinstance(settings.get("num_classes"), int):
+            facts["num_classes"] = settings["num_classes"]  # what the call was told beats what a shape suggests
+    return facts
+
+
+def call_settings(code: str) -> dict[str, Any]:
+    """Literal keyword arguments on a line of code (`num_classes=5`, `ignore_index=255`, `to_onehot=14`)."""
+    try:
+        tree = ast.parse(code.strip().rstrip(":"))
+    except SyntaxError:
+        return {}
+    out: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg and isinstance(node.value, (ast.Constant, ast.UnaryOp)):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            if isinstance(value, (int, float, bool)):
+                out.setdefault(node.arg, value)
+    return out
+
+
+def tensor_roles(tensors: dict[str, Any]) -> dict[str, Any]:
+    """Which tensor on the failing line holds the scores and which the indices: with exactly one
+    floating tensor of rank >= 2 and one integer tensor, `num_classes` is the scores' dimension 1
+    and `index_tensor`/`index_min`/`index_max` name the integer one (a loss target, gather index)."""
+    floats = [(n, t) for n, t in tensors.items() if str(t.get("dtype", "")).startswith(("float", "bfloat", "half"))]
+    ints = [(n, t) for n, t in tensors.items() if str(t.get("dtype", "")).startswith(("int", "uint", "long"))]
+    out: dict[str, Any] = {}
+    if len(ints) == 1:
+        name, t = ints[0]
+        out["index_tensor"] = name
+        if "min" in t:
+            out.update(index_min=t["min"], index_max=t["max"])
+    scores = [(n, t) for n, t in floats if len(t.get("shape", [])) >= 2]
+    if len(scores) == 1 and len(ints) == 1:
+        out["scores_tensor"], out["num_classes"] = scores[0][0], scores[0][1]["shape"][1]
+    return out
+
+
+def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
+    """The commands that can help in the incident's context, notebook forms substituted."""
+    have: set[str] = set()
+    if facts.get("device") != "cpu":
+        have.add("cuda")  # unknown device: a CUDA command may still help
+    if not facts.get("launch_blocking"):
+        have.add("not_blocking")
+    notebook = facts.get("origin") == "notebook"
+    if not notebook:
+        have.add("shell")
+    out: list[str] = []
+    for cmd in commands:
+        missing = needs(cmd) - have
+        if missing == {"shell"} and notebook and (env := _ENV_PREFIX.match(cmd)):
+            pairs = ", ".join(f'{k}="{v}"' for k, v in (p.split("=", 1) for p in env.group(1).split()))
+            cmd = f"import os; os.environ.update({pairs})  # first cell, after restarting the kernel; then rerun the cells"
+            missing = frozenset()
+        if not missing and cmd.strip() and cmd not in out:
+            out.append(cmd)
+    return out
+
+
+def advise(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> Diagnosis:
+    """Give each incident its context facts, fill its guide and commands, keep the commands that help."""
+    from kbdebug.render import fill
+
+    for inc in diag.incidents:
+        rule = kb.get(inc.rule)
+        device_side = rule is not None and any("cuda" in needs(c) for c in rule.commands)
+        for key, val in {**context_facts(inc, origin, device_side), **(extra or {})}.items():
+            inc.facts.setdefault(key, val)
+    fill(diag, kb)
+    for inc in diag.incidents:
+        inc.commands = applicable(inc.commands, inc.facts)
+    return diag

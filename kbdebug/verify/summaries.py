@@ -1,0 +1,50 @@
+"""Small read-backs shared by the checks: numbers, positions and value counts of a tensor, each
+computed with one reduction so a check reads back only summaries, never the data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+MAX_POSITIONS = 10
+HISTOGRAM = 20
+
+
+def num(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        x = x.item()
+    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
+        return int(x)
+    return round(x, 6) if isinstance(x, float) else x
+
+
+def positions(mask: torch.Tensor, limit: int) -> list[list[int]]:
+    if limit <= 0:
+        return []
+    return torch.nonzero(mask)[:limit].tolist()
+
+
+def value_counts(t: torch.Tensor, limit: int = HISTOGRAM) -> list[tuple[Any, int]]:
+    """(value, count) of the most frequent values, in value order (a label set at a glance)."""
+    values, counts = torch.unique(t.detach().flatten(), return_counts=True)
+    if values.numel() > limit:
+        top = torch.topk(counts, limit).indices
+        values, counts = values[top], counts[top]
+        order = torch.argsort(values)
+        values, counts = values[order], counts[order]
+    return [(num(v), int(c)) for v, c in zip(values.tolist(), counts.tolist(), strict=True)]
+
+
+def histogram(t: torch.Tensor, limit: int = HISTOGRAM) -> dict[str, int]:
+    return {str(v): c for v, c in value_counts(t, limit)}
+
+
+def offending(t: torch.Tensor, mask: torch.Tensor, limit: int = HISTOGRAM) -> tuple[list[Any], dict[str, int]]:
+    counts = value_counts(t.detach()[mask], limit)
+    return [v for v, _ in counts], {str(v): c for v, c in counts}
+
+
+def describe_shape(t: torch.Tensor) -> str:
+    return f"[{', '.join(str(s) for s in t.shape)}] {str(t.dtype).replace('torch.', '')} on {t.device}"
+
