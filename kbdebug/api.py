@@ -13,12 +13,11 @@ from typing import Any
 
 from kbdebug.advice import advise
 from kbdebug.diagnosis import Diagnosis
+from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
 from kbdebug.scan import Region, Scanner, scan_path, scan_text
-
-_PKG_DIR = str(Path(__file__).resolve().parent)
 
 
 def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *,
@@ -108,31 +107,6 @@ def _chain(exc: BaseException) -> list[BaseException]:
 def _type_name(cls: type) -> str:
     mod = cls.__module__
     return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
-
-
-def is_library_file(filename: str) -> bool:
-    from kbdebug.frames import LIBRARY_PATH
-
-    if filename.startswith(_PKG_DIR) or LIBRARY_PATH.search(filename):
-        return True
-    return any(filename.startswith(p) for p in _stdlib_prefixes())
-
-
-def _stdlib_prefixes() -> tuple[str, ...]:
-    import sysconfig
-
-    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return tuple(p for p in paths if p)
-
-
-def user_frame(tb: TracebackType | None) -> FrameType | None:
-    """The innermost frame of the traceback outside the stdlib, site-packages, torch and kbdebug."""
-    found: FrameType | None = None
-    while tb is not None:
-        if not is_library_file(tb.tb_frame.f_code.co_filename):
-            found = tb.tb_frame
-        tb = tb.tb_next
-    return found
 
 
 def _frame_line(tb: TracebackType | None, frame: FrameType) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pydantic
 from pydantic import ValidationError
 
-from kbdebug import __version__
+from kbdebug._version import __version__
 from kbdebug._cache import cached
 from kbdebug._resources import data_dir
 from kbdebug.kb.model import Rule

@@ -9,6 +9,7 @@ from typing import Any
 from kbdebug.diagnosis import Consequence, Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
+from kbdebug.phrases import canonical_text
 from kbdebug.records import Record
 
 DEVICE_KINDS = ("kernel_assert", "sanitizer")
@@ -88,8 +89,6 @@ MIN_CUT_PHRASE = 12  # a phrase cut off by the end of the text still counts from
 @cache
 def _phrase(pattern: str) -> str:
     """The fixed text a phrase pattern starts with (its first alternative), for matching it cut off."""
-    from kbdebug.parse.grammar import canonical_text
-
     return canonical_text(pattern.removeprefix("(?i)"))
 
 

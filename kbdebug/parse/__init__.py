@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kbdebug.parse.asserts import group_asserts
 from kbdebug.parse.assemble import Assembler
+from kbdebug.parse.asserts import group_asserts
 from kbdebug.records import Record
 from kbdebug.scan import Line, Region
 

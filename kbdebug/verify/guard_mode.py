@@ -27,7 +27,7 @@ Check = Callable[[Any, tuple[Any, ...], dict[str, Any]], None]
 
 def _user_site() -> tuple[str, str]:
     """`file:line` and source of the innermost frame outside torch, the stdlib and kbdebug."""
-    from kbdebug.api import is_library_file
+    from kbdebug.frames import is_library_file
 
     frame = sys._getframe(1)
     while frame is not None:
