@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
 from kbdebug.records import AnyRecord
 
@@ -20,22 +20,22 @@ class Incident(BaseModel):
     rule: str
     title: str
     confidence: float
-    facts: dict[str, Any] = Field(default_factory=dict)
-    records: list[AnyRecord] = Field(default_factory=list)
-    checks: list[str] = Field(default_factory=list)
-    commands: list[str] = Field(default_factory=list)
+    facts: dict[str, Any] = {}
+    records: list[AnyRecord] = []
+    checks: list[str] = []
+    commands: list[str] = []
     fix: str = ""
-    guide: dict[str, str] = Field(default_factory=dict)
-    consequences: list[Consequence] = Field(default_factory=list)
+    guide: dict[str, str] = {}
+    consequences: list[Consequence] = []
     first_line: int = 0
     device_evidence: bool = False
-    verification: list[dict[str, Any]] = Field(default_factory=list)
+    verification: list[dict[str, Any]] = []
 
 
 class Diagnosis(BaseModel):
     source: str = "-"
-    incidents: list[Incident] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    incidents: list[Incident] = []
+    notes: list[str] = []
     # What diagnose(exc) found on the failing line (tensors, literal settings): not part of the JSON.
     _inputs: dict[str, Any] = PrivateAttr(default_factory=dict)
 

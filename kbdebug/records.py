@@ -81,11 +81,11 @@ class PyException(Record):
     kind: Literal["exception"] = "exception"
     exc_type: str
     message: str
-    frames: list[Frame] = Field(default_factory=list)
+    frames: list[Frame] = []
     chained: Literal["cause", "context"] | None = None
     has_header: bool = False
     # Shapes of the tensors named on the failing line, when a live frame was there to read them.
-    frame_shapes: list[list[int]] = Field(default_factory=list)
+    frame_shapes: list[list[int]] = []
 
     @property
     def folded_message(self) -> str:
@@ -258,8 +258,8 @@ class SanitizerReport(Record):
     api_code: int | None = None
     api_message: str | None = None
     api_call: str | None = None
-    device_frames: list[SanitizerFrame] = Field(default_factory=list)
-    host_frames: list[SanitizerFrame] = Field(default_factory=list)
+    device_frames: list[SanitizerFrame] = []
+    host_frames: list[SanitizerFrame] = []
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | {"tool": self.tool, "check": self.check, "category": self.category}
@@ -373,8 +373,8 @@ class TorchMessage(Record):
     kind: Literal["message"] = "message"
     template: str
     text: str
-    values: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
-    shapes: list[list[int]] = Field(default_factory=list)
+    values: dict[str, str | int | float | bool | None] = {}
+    shapes: list[list[int]] = []
     input_shape: list[int] | None = None
     target_shape: list[int] | None = None
 
@@ -399,7 +399,7 @@ class ArchWarning(Record):
     kind: Literal["arch_warning"] = "arch_warning"
     gpu_name: str
     device_capability: str
-    supported_archs: list[str] = Field(default_factory=list)
+    supported_archs: list[str] = []
 
     def facts(self) -> dict[str, Any]:
         return super().facts() | {"gpu_name": self.gpu_name, "device_capability": self.device_capability,

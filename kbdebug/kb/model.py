@@ -24,8 +24,8 @@ class Match(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: RecordKind
-    fields: dict[str, str] = Field(default_factory=dict)
-    absent: dict[str, str] = Field(default_factory=dict)
+    fields: dict[str, str] = {}
+    absent: dict[str, str] = {}
     confidence: float = Field(0.8, ge=0.0, le=1.0)
     # Evidence more specific than the rule's usual kind may outrank other rules' templates on the same
     # error (a one-hot built with `scatter_(1, label, 1)` over the generic scatter bound check).
@@ -85,8 +85,8 @@ class Examples(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    positive: list[str] = Field(default_factory=list)
-    negative: list[str] = Field(default_factory=list)
+    positive: list[str] = []
+    negative: list[str] = []
 
 
 class Rule(BaseModel):
@@ -95,19 +95,19 @@ class Rule(BaseModel):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str = Field(min_length=3)
     priority: int = Field(50, ge=0, le=100)
-    match: list[Match] = Field(default_factory=list)
-    indicators: list[Indicator] = Field(default_factory=list)
+    match: list[Match] = []
+    indicators: list[Indicator] = []
     # Groups this cause belongs to; `consequence_of = ["@group"]` names them all at once.
-    groups: list[str] = Field(default_factory=list)
+    groups: list[str] = []
     # What the rule is, for code that must act on it without naming it: "async" (reported later than
     # it happened), "fallback" (the catch-all), "collective" (a rank waiting on another rank's failure).
-    tags: list[str] = Field(default_factory=list)
-    consequence_of: list[str] = Field(default_factory=list)
-    checks: list[str] = Field(default_factory=list)
-    commands: list[str] = Field(default_factory=list)
-    facts: dict[str, str] = Field(default_factory=dict)
+    tags: list[str] = []
+    consequence_of: list[str] = []
+    checks: list[str] = []
+    commands: list[str] = []
+    facts: dict[str, str] = {}
     guide: Guide
-    references: list[str] = Field(default_factory=list)
+    references: list[str] = []
     examples: Examples = Field(default_factory=Examples)
 
     @model_validator(mode="after")
