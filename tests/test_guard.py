@@ -4,6 +4,7 @@ error, at the calling line, with op, argument, value, position and rule."""
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 from collections.abc import Callable
 
 import pytest
@@ -161,3 +162,20 @@ def test_gpu_child_audit_runs_on_cpu() -> None:
     env = {**os.environ, "KBDEBUG_TEST_DEVICE": "cpu", "PYTHONPATH": str(child.parent.parent)}
     res = subprocess.run([sys.executable, str(child), "embedding", "audit"], capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(res.stdout.strip().splitlines()[-1]) == {"module": "0", "type": "Embedding"}
+
+
+def test_every_guarded_op_names_exactly_one_rule() -> None:
+    """guard() names its rule from the rules' own `guard_ops`, never from a rule id written in Python."""
+    import re
+
+    from kbdebug.kb import load_kb
+    from kbdebug.verify import guard_mode
+
+    source = Path(guard_mode.__file__).read_text()
+    ops = set(re.findall(r'_(?:nll|dim_index|range|fail|unit)\(\s*\d*,?\s*\d*,?\s*\d*,?\s*"(\w+)"', source))
+    ops |= set(re.findall(r'_advanced_index\("(\w+)"\)', source))
+    assert {"nll_loss", "gather", "embedding", "index", "multinomial", "binary_cross_entropy", "one_hot"} <= ops
+    claims = [op for rule in load_kb().rules for op in rule.guard_ops]
+    assert sorted(claims) == sorted(set(claims)), "an op claimed by two rules"
+    for op in ops:
+        assert guard_mode.rule_for_op(op), f"no rule lists {op!r} in guard_ops"

@@ -103,6 +103,8 @@ class Rule(BaseModel):
     # it happened), "fallback" (the catch-all), "collective" (a rank waiting on another rank's failure).
     tags: list[str] = []
     consequence_of: list[str] = []
+    # Ops whose argument check in `kbdebug.guard()` stands for this cause (the op names guard reports).
+    guard_ops: list[str] = []
     checks: list[str] = []
     commands: list[str] = []
     facts: dict[str, str] = {}

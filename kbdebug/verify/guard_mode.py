@@ -39,7 +39,7 @@ def _user_site() -> tuple[str, str]:
     return "?", ""
 
 
-def _fail(op: str, arg: str, rule: str, t: torch.Tensor, bad: torch.Tensor, what: str, facts: dict[str, Any]) -> None:
+def _fail(op: str, arg: str, t: torch.Tensor, bad: torch.Tensor, what: str, facts: dict[str, Any]) -> None:
     """Build the error from the failing mask (slow path only: runs once, when something is wrong)."""
     count = int(bad.sum())
     pos = torch.nonzero(bad)[:5].tolist()
@@ -52,11 +52,19 @@ def _fail(op: str, arg: str, rule: str, t: torch.Tensor, bad: torch.Tensor, what
              "innermost_user_frame": site, **facts}
     if code:
         facts["user_code"] = code
-    facts.setdefault("target" if rule == "nll_target_out_of_range" else "index", first_val)
+    facts.setdefault("target" if arg == "target" else "index", first_val)
+    rule = rule_for_op(op)
     where = f"position {pos[0]}" if pos and t.dim() else "the scalar"
     more = f" ({count} of {t.numel()} values bad: {values})" if count > 1 else ""
     msg = f"{op}: {arg} has {first_val} at {where}, {what}{more} [{rule}]\n  at {site}" + (f": {code}" if code else "")
     raise KbdebugError(msg, rule=rule, facts=facts)
+
+
+def rule_for_op(op: str) -> str:
+    """The cause a failed argument check of `op` stands for: the rule whose `guard_ops` lists it."""
+    from kbdebug.kb import load_kb
+
+    return next((r.id for r in load_kb().rules if op in r.guard_ops), "")
 
 
 def _round(v: Any) -> Any:
@@ -65,7 +73,7 @@ def _round(v: Any) -> Any:
     return v
 
 
-def _range(op: str, arg: str, rule: str, t: torch.Tensor, lo: int, hi: int, ignore: int | None = None,
+def _range(op: str, arg: str, t: torch.Tensor, lo: int, hi: int, ignore: int | None = None,
            **facts: Any) -> None:
     if t.numel() == 0:
         return
@@ -80,10 +88,10 @@ def _range(op: str, arg: str, rule: str, t: torch.Tensor, lo: int, hi: int, igno
     if ignore is not None:
         bad &= t != ignore
     what = f"outside [{lo}, {hi})" + (f" (ignore_index={ignore})" if ignore is not None else "")
-    _fail(op, arg, rule, t, bad, what, {"valid_range": [lo, hi - 1], **facts})
+    _fail(op, arg, t, bad, what, {"valid_range": [lo, hi - 1], **facts})
 
 
-def _unit(op: str, arg: str, rule: str, t: torch.Tensor, logits_hint: str = "", **facts: Any) -> None:
+def _unit(op: str, arg: str, t: torch.Tensor, logits_hint: str = "", **facts: Any) -> None:
     """Values must be finite and in [0, 1] (BCE input/target, bernoulli probabilities)."""
     if t.numel() == 0 or not t.is_floating_point():
         return
@@ -92,7 +100,7 @@ def _unit(op: str, arg: str, rule: str, t: torch.Tensor, logits_hint: str = "", 
         return
     bad = ~((t >= 0) & (t <= 1))
     hint = "outside [0, 1]" + (logits_hint if mn < 0 or mx > 1 else " (NaN)")
-    _fail(op, arg, rule, t, bad, hint, {"min": _round(mn), "max": _round(mx), **facts})
+    _fail(op, arg, t, bad, hint, {"min": _round(mn), "max": _round(mx), **facts})
 
 
 # -- the checks, one per op family --------------------------------------------------------------------
@@ -105,21 +113,21 @@ def _nll(target_at: int, ignore_at: int, self_at: int, op: str) -> Check:
         logp, target = args[self_at], args[target_at]
         c = logp.size(0) if logp.dim() == 1 else logp.size(1)
         ignore = _arg(args, kwargs, ignore_at, "ignore_index", -100)
-        _range(op, "target", "nll_target_out_of_range", target, 0, c, ignore, num_classes=c, ignore_index=ignore)
+        _range(op, "target", target, 0, c, ignore, num_classes=c, ignore_index=ignore)
     return check
 
 
-def _dim_index(op: str, rule: str, index_at: int = 2) -> Check:
+def _dim_index(op: str, index_at: int = 2) -> Check:
     def check(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         src, dim, index = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, index_at, "index")
         size = src.size(dim) if src.dim() else 1
-        _range(op, "index", rule, index, 0, size, dim=dim, size=size)
+        _range(op, "index", index, 0, size, dim=dim, size=size)
     return check
 
 
 def _embedding(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     weight, ids = args[0], args[1]
-    _range("embedding", "indices", "embedding_index_oob", ids, 0, weight.size(0), num_embeddings=weight.size(0))
+    _range("embedding", "indices", ids, 0, weight.size(0), num_embeddings=weight.size(0))
 
 
 def _advanced_index(op: str) -> Check:
@@ -136,7 +144,7 @@ def _advanced_index(op: str) -> Check:
             if dim >= src.dim():
                 return
             size = src.size(dim)
-            _range(op, f"indices[{dim}]", "index_out_of_bounds", idx, -size, size, dim=dim, size=size)
+            _range(op, f"indices[{dim}]", idx, -size, size, dim=dim, size=size)
             dim += 1
     return check
 
@@ -149,27 +157,28 @@ def _multinomial(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
     if mn >= 0 and mx < float("inf") and zero_rows == 0:
         return
     if not (mn >= 0 and mx < float("inf")):
-        _fail("multinomial", "input", "invalid_probability", p, ~torch.isfinite(p) | (p < 0),
+        _fail("multinomial", "input", p, ~torch.isfinite(p) | (p < 0),
               "not a probability (NaN, inf or < 0)", {"min": _round(mn), "max": _round(mx)})
     rows = p.sum(-1) <= 0
-    _fail("multinomial", "input", "invalid_probability", p.sum(-1), rows, "a row summing to <= 0", {"zero_rows": int(zero_rows)})
+    _fail("multinomial", "input", p.sum(-1), rows, "a row summing to <= 0", {"zero_rows": int(zero_rows)})
 
 
 def _bernoulli(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     p = _arg(args, kwargs, 1, "p") if func.overloadpacket is aten.bernoulli_ else args[0]
     if isinstance(p, torch.Tensor):
-        _unit("bernoulli", "p", "invalid_probability", p)
+        _unit("bernoulli", "p", p)
     elif isinstance(p, float) and not 0 <= p <= 1:
         site, code = _user_site()
-        raise KbdebugError(f"bernoulli: p={p} outside [0, 1] [invalid_probability]\n  at {site}: {code}",
-                           rule="invalid_probability", facts={"op": "bernoulli", "bad_value": p, "innermost_user_frame": site})
+        rule = rule_for_op("bernoulli")
+        raise KbdebugError(f"bernoulli: p={p} outside [0, 1] [{rule}]\n  at {site}: {code}",
+                           rule=rule, facts={"op": "bernoulli", "bad_value": p, "innermost_user_frame": site})
 
 
 def _bce(self_at: int, target_at: int) -> Check:
     def check(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        _unit("binary_cross_entropy", "input", "bce_input_out_of_range", args[self_at],
+        _unit("binary_cross_entropy", "input", args[self_at],
               " (logits? apply sigmoid or use BCEWithLogitsLoss)")
-        _unit("binary_cross_entropy", "target", "bce_input_out_of_range", args[target_at])
+        _unit("binary_cross_entropy", "target", args[target_at])
     return check
 
 
@@ -178,7 +187,7 @@ def _bincount(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     if t.numel() and not t.is_floating_point():
         mn = int(t.min())
         if mn < 0:
-            _fail("bincount", "input", "index_out_of_bounds", t, t < 0, "negative (bincount counts values >= 0)", {"min": mn})
+            _fail("bincount", "input", t, t < 0, "negative (bincount counts values >= 0)", {"min": mn})
 
 
 DISPATCH_CHECKS: dict[Any, Check] = {
@@ -186,14 +195,14 @@ DISPATCH_CHECKS: dict[Any, Check] = {
     aten.nll_loss2d_forward: _nll(1, 4, 0, "nll_loss2d"),
     aten.nll_loss_backward: _nll(2, 5, 1, "nll_loss_backward"),
     aten.nll_loss2d_backward: _nll(2, 5, 1, "nll_loss2d_backward"),
-    aten.gather: _dim_index("gather", "scatter_gather_index_oob"),
-    aten.scatter: _dim_index("scatter", "scatter_gather_index_oob"),
-    aten.scatter_: _dim_index("scatter_", "scatter_gather_index_oob"),
-    aten.scatter_add: _dim_index("scatter_add", "scatter_gather_index_oob"),
-    aten.scatter_add_: _dim_index("scatter_add_", "scatter_gather_index_oob"),
-    aten.scatter_reduce: _dim_index("scatter_reduce", "scatter_gather_index_oob"),
-    aten.scatter_reduce_: _dim_index("scatter_reduce_", "scatter_gather_index_oob"),
-    aten.index_select: _dim_index("index_select", "embedding_index_oob"),
+    aten.gather: _dim_index("gather"),
+    aten.scatter: _dim_index("scatter"),
+    aten.scatter_: _dim_index("scatter_"),
+    aten.scatter_add: _dim_index("scatter_add"),
+    aten.scatter_add_: _dim_index("scatter_add_"),
+    aten.scatter_reduce: _dim_index("scatter_reduce"),
+    aten.scatter_reduce_: _dim_index("scatter_reduce_"),
+    aten.index_select: _dim_index("index_select"),
     aten.embedding: _embedding,
     aten.index: _advanced_index("index"),
     aten.index_put: _advanced_index("index_put"),
@@ -223,15 +232,15 @@ def _one_hot(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     t = args[0]
     n = _arg(args, kwargs, 1, "num_classes", -1)
     if n is None or n < 0:
-        _range("one_hot", "input", "channel_onehot_mismatch", t, 0, 2**62)
+        _range("one_hot", "input", t, 0, 2**62)
     else:
-        _range("one_hot", "input", "channel_onehot_mismatch", t, 0, n, num_classes=n)
+        _range("one_hot", "input", t, 0, n, num_classes=n)
 
 
 def _take_along_dim(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     src, idx, dim = args[0], _arg(args, kwargs, 1, "indices"), _arg(args, kwargs, 2, "dim")
     size = src.numel() if dim is None else src.size(dim)
-    _range("take_along_dim", "indices", "scatter_gather_index_oob", idx, -size, size, dim=dim, size=size)
+    _range("take_along_dim", "indices", idx, -size, size, dim=dim, size=size)
 
 
 def _wrap(fn: Callable[..., Any], check: Callable[[tuple[Any, ...], dict[str, Any]], None]) -> Callable[..., Any]:
