@@ -4,8 +4,8 @@ error, at the calling line, with op, argument, value, position and rule."""
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
