@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -22,24 +23,51 @@ def cache_dir() -> Path | None:
     return Path(base) / "kbdebug"
 
 
+def _trusted(path: Path) -> bool:
+    """Unpickling runs code, so an entry is read only from a directory and a file that the current user
+    owns and that nobody else can write: a cache on a shared disk cannot run another user's code as you."""
+    if not hasattr(os, "getuid"):  # no ownership to check (Windows): per-user profile directories
+        return True
+    st = os.lstat(path)
+    return not stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def private_dir(*parts: str) -> Path | None:
+    """`<cache_dir>/<parts>`, created private (0700) and trusted, or None (no cache, or not ours)."""
+    base = cache_dir()
+    if base is None:
+        return None
+    where = base.joinpath(*parts)
+    try:
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return where if _trusted(base) and _trusted(where) else None
+    except OSError:
+        return None
+
+
 def cached(name: str, key: str, kind: type[T], build: Callable[[], T], dumps: Callable[[T], bytes] | None = None,
            loads: Callable[[bytes], object] | None = None) -> T:
     """`build()`'s value, kept in `<cache_dir>/<name>-<key>.pickle` between runs."""
     where = cache_dir()
     if where is None:
         return build()
-    path = where / f"{name}-{key}.pickle"
+    path = where / f"{name}-{key}.pickle"  # read only when trusted; written only into a private directory
     try:
-        loaded = (loads or pickle.loads)(path.read_bytes())
-        if isinstance(loaded, kind):
-            return loaded
+        if _trusted(where) and _trusted(path):
+            loaded = (loads or pickle.loads)(path.read_bytes())
+            if isinstance(loaded, kind):
+                return loaded
     except Exception:  # noqa: BLE001 - a missing or damaged entry is rebuilt
         pass
     value = build()
     try:
-        where.mkdir(parents=True, exist_ok=True)
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _trusted(where):  # a shared or foreign directory: never write where others could swap entries
+            return value
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(dumps(value) if dumps else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(dumps(value) if dumps else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, path)
     except Exception:  # noqa: BLE001 - a read-only home still gets a working value
         pass

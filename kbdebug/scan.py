@@ -260,9 +260,20 @@ def start_grep(path: str | os.PathLike[str]) -> subprocess.Popen[bytes] | None:
         cmd += ["-e", needle.decode()]
     try:
         return subprocess.Popen([*cmd, "--", os.fspath(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env={**os.environ, "LC_ALL": "C"})
+                                env={**os.environ, "LC_ALL": "C"}, preexec_fn=_bound_grep_memory if os.name == "posix" else None)
     except OSError:
         return None
+
+
+GREP_MEMORY = 96 << 20
+
+
+def _bound_grep_memory() -> None:
+    """grep holds its longest line in memory: a log of `\r` progress redraws that never ends a line would
+    cost gigabytes. Capped, grep fails on such a file, and the bounded streaming scanner reads it instead."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (GREP_MEMORY, GREP_MEMORY))
 
 
 def collect_hits(proc: subprocess.Popen[bytes]) -> list[tuple[int, int]] | None:
@@ -451,9 +462,16 @@ def _normalise(raw: _Raw) -> Region:
 _PANE_BORDER = re.compile(r"\s{3,}[x│┃|]\s*$")  # a terminal multiplexer's pane border after the padding
 
 
+def cut(seg: str, limit: int) -> str:
+    """A line longer than `limit` keeps its head and its tail (where an error usually is) around a mark."""
+    if len(seg) <= limit:
+        return seg
+    half = limit // 2
+    return f"{seg[:half]} …[{len(seg) - 2 * half} characters cut]… {seg[-half:]}"
+
+
 def _clean(seg: str) -> str:
-    if len(seg) > MAX_FLAT:
-        seg = seg[:MAX_FLAT]
+    seg = cut(seg, MAX_FLAT)
     if seg.endswith(("x", "│", "┃", "|", " ")) and _PANE_BORDER.search(seg):
         seg = _PANE_BORDER.sub("", seg)
     if "**" in seg:
@@ -489,7 +507,7 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
     for i, part in enumerate(parts):
         if not part.strip():
             continue
-        part = part[:MAX_LINE]
+        part = cut(part, MAX_LINE)
         if i:
             part, r2 = _strip_prefixes(part)
             yield Line(no, part, r2 if r2 is not None else rank)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pydantic
 from pydantic import ValidationError
 
-from kbdebug._version import __version__
 from kbdebug._cache import cached
 from kbdebug._resources import data_dir
+from kbdebug._version import __version__
 from kbdebug.kb.model import Rule
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from typing import Any
 
 from kbdebug.diagnosis import Consequence, Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
+from kbdebug.kb.patterns import Pattern, compile_pattern
 from kbdebug.phrases import canonical_text
 from kbdebug.records import Record
 
@@ -16,8 +16,8 @@ DEVICE_KINDS = ("kernel_assert", "sanitizer")
 
 
 @cache
-def _rx(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _rx(pattern: str) -> Pattern:
+    return compile_pattern(pattern)
 
 
 def field_text(rec: Record, name: str) -> str | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from kbdebug.kb.patterns import check_pattern
 
 RecordKind = Literal[
     "kernel_assert", "exception", "cuda_error", "cpp_exception", "sanitizer", "sanitizer_summary",
@@ -42,9 +43,9 @@ class Match(BaseModel):
     def _regexes_compile(cls, value: dict[str, str]) -> dict[str, str]:
         for key, pattern in value.items():
             try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"regex for {key!r} does not compile: {exc}") from exc
+                check_pattern(pattern)
+            except ValueError as exc:
+                raise ValueError(f"the pattern for {key!r} {exc}") from None
         return value
 
 
@@ -73,10 +74,9 @@ class Indicator(BaseModel):
     @classmethod
     def _compiles(cls, value: str) -> str:
         try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"regex does not compile: {exc}") from exc
-        return value
+            return check_pattern(value)
+        except ValueError as exc:
+            raise ValueError(f"the pattern {exc}") from None
 
 
 class Examples(BaseModel):

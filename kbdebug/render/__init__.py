@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 import jinja2.bccache
 
-from kbdebug._cache import cache_dir
+from kbdebug._cache import private_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
@@ -37,14 +37,8 @@ class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs: compiling them is a few percent of a cold explain."""
-    where = cache_dir()
-    if where is None:
-        return None
-    try:
-        (where / "jinja").mkdir(parents=True, exist_ok=True)
-        return _QuietBytecodeCache(str(where / "jinja"))
-    except OSError:
-        return None
+    where = private_dir("jinja")  # compiled templates are code: only from a directory nobody else can write
+    return _QuietBytecodeCache(str(where)) if where is not None else None
 
 
 @cache
