@@ -37,7 +37,7 @@ rules_app = typer.Typer(no_args_is_help=True, context_settings=_CONTEXT, help="L
 app.add_typer(rules_app, name="rules")
 
 KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")]
-FormatOption = Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", help="text, markdown, json or html.")]
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 
 
 def _version(value: bool) -> None:
@@ -301,10 +301,27 @@ def rules_lint(directory: Annotated[Path, typer.Argument(metavar="DIR", help="A 
 def main() -> None:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:  # typer 0.29 carries its own copy of click; older typers use click itself
+        from typer._click import exceptions as errors
+    except ImportError:
+        from click import exceptions as errors  # type: ignore[no-redef]
+
     try:
-        app()
-    except KeyboardInterrupt:
+        status = app(standalone_mode=False)
+    except errors.NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else "kbdebug -h", err=True)
+        sys.exit(2)
+    except errors.UsageError as exc:  # one line, like every other error of kbdebug's, not a boxed panel
+        command = exc.ctx.command_path if exc.ctx else "kbdebug"
+        message = exc.format_message().replace("Value error, ", "")
+        typer.echo(f"kbdebug: {message} (see `{command} -h`)", err=True)
+        sys.exit(2)
+    except errors.ClickException as exc:
+        typer.echo(f"kbdebug: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         sys.exit(130)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 if __name__ == "__main__":
