@@ -58,10 +58,18 @@ def test_binary_and_broken_input_never_traceback(tmp_path: Path) -> None:
     assert b"Traceback" not in proc.stderr
 
 
-def test_broken_rule_dir_is_a_one_line_error(tmp_path: Path) -> None:
+def test_broken_user_rule_is_skipped_with_one_warning(tmp_path: Path) -> None:
     (tmp_path / "x.toml").write_text("id = 3")
-    proc = run_cli("explain", "--kb", str(tmp_path), str(EXAMPLE))
-    assert proc.returncode == 2 and b"x.toml" in proc.stderr and proc.stderr.count(b"\n") == 1
+    proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), str(EXAMPLE))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["incidents"][0]["rule"] == "nll_target_out_of_range"
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and "x.toml" in lines[0] and "rule skipped" in lines[0] and "id" in lines[0]
+
+
+def test_missing_rule_dir_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = run_cli("explain", "--kb", str(tmp_path / "nope"), str(EXAMPLE))
+    assert proc.returncode == 2 and b"nope" in proc.stderr and proc.stderr.count(b"\n") == 1
 
 
 def test_pipe_passes_lines_through_before_input_ends() -> None:
