@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_in_pty
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -155,3 +155,36 @@ def test_mutated_example_never_raises(data: st.DataObject) -> None:
         if not raw:
             break
     diagnose_text(bytes(raw).decode("utf-8", "replace"))
+
+
+def test_version_short_help_and_format_choices() -> None:
+    from kbdebug import __version__
+
+    assert run_cli("--version").stdout.decode().strip() == f"kbdebug {__version__}"
+    helped = run_cli("explain", "-h", env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})
+    assert helped.returncode == 0 and "<text|markdown|json|html>" in helped.stdout.decode()
+    bad = run_cli("explain", "--format", "yaml", str(EXAMPLE))
+    assert bad.returncode == 2 and bad.stderr.count(b"\n") == 1 and b"'markdown'" in bad.stderr
+
+
+def test_json_output_carries_its_schema_version() -> None:
+    out = json.loads(run_cli("explain", "--format", "json", str(EXAMPLE)).stdout)
+    assert out["schema_version"] == 1
+    doc = (ROOT / "docs" / "json.md").read_text()
+    assert all(f"`{key}`" in doc for key in out)  # every top-level key is documented
+    assert all(f"`{key}`" in doc for key in out["incidents"][0])
+
+
+def test_text_follows_the_terminal_width_and_is_stable_when_piped() -> None:
+    import os
+
+    env = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1"}
+    shown, status = run_in_pty([sys.executable, "-m", "kbdebug", "explain", str(EXAMPLE)], env=env)
+    lines = shown.decode(errors="replace").replace("\r", "").splitlines()
+    def guide(lines: list[str]) -> list[str]:  # the wrapped prose: the section "How to confirm"
+        start = lines.index("How to confirm")
+        return lines[start + 1:lines.index("", start + 1)]
+
+    assert status == 0 and len(guide(lines)) > 1 and max(len(line) for line in guide(lines)) <= 60
+    piped = run_cli("explain", str(EXAMPLE), env=env).stdout.decode().splitlines()
+    assert 60 < max(len(line) for line in guide(piped)) <= 100
