@@ -80,3 +80,19 @@ def test_rules_show_prints_matches_and_fills_the_guide() -> None:
     assert "What it means" in shown and "How to fix" in shown
     proc = run_cli("rules", "show", "no_such_rule")
     assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1
+
+
+def test_fact_vocabulary_holds_every_fact_kbdebug_produced() -> None:
+    from test_diagnosis import RULE_FIXTURES
+
+    from kbdebug.api import diagnose_text
+    from kbdebug.kb import load_kb
+    from kbdebug.kb.lint import fact_vocabulary
+
+    names, patterns = fact_vocabulary()
+    kb = load_kb()
+    produced = {key for text in RULE_FIXTURES.values() for inc in diagnose_text(text).incidents for key in inc.facts
+                if key not in kb.get(inc.rule).facts}  # a rule's own derived facts are checked per rule
+    assert len(produced) > 20
+    assert {k for k in produced if k not in names and not any(p.match(k) for p in patterns)} == set()
+    assert "eror_message" not in names and not any(p.match("eror_message") for p in patterns)

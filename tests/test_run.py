@@ -261,5 +261,5 @@ def test_unexplained_exit_is_shell_quoted() -> None:
 def test_exit_137_names_the_oom_killer() -> None:
     res = kb_run("--", sys.executable, "-c", "import os, signal; print('loading', flush=True); os.kill(os.getpid(), signal.SIGKILL)")
     assert res.returncode == 137
-    line = next(l for l in res.stderr.splitlines() if "exited with status 137" in l)
+    line = next(text for text in res.stderr.splitlines() if "exited with status 137" in text)
     assert "OOM killer" in line and "dmesg" in line and "memory limit" in line
