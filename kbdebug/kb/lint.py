@@ -15,6 +15,7 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
+from pydantic import BaseModel
 
 from kbdebug._resources import data_dir
 from kbdebug.kb.loader import read_rule, read_rule_data, rule_templates
@@ -60,8 +61,8 @@ def fact_vocabulary() -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
     return frozenset(names), tuple(patterns)
 
 
-def _subclasses(cls: type) -> list[type]:
-    out = []
+def _subclasses(cls: type[BaseModel]) -> list[type[BaseModel]]:
+    out: list[type[BaseModel]] = []
     for sub in cls.__subclasses__():
         out += [sub, *_subclasses(sub)]
     return out
