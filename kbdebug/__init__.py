@@ -21,6 +21,7 @@ _LAZY = {
     "KbdebugError": "kbdebug.errors",
     "audit": "kbdebug.verify",
     "describe": "kbdebug.verify",
+    "print_describe": "kbdebug.verify",
 }
 
 

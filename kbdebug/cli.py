@@ -6,21 +6,50 @@ import json
 import os
 import signal
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
-from kbdebug.term import use_color
+from kbdebug import __version__
+from kbdebug.term import output_width, use_color
 
-FORMATS = ("text", "markdown", "json", "html")  # kbdebug.render's; not imported here, it is heavy
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+class Format(StrEnum):
+    """kbdebug.render's formats (not imported here, it is heavy); an Enum so help and completion list them."""
+
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+    html = "html"
+
+
+class ParseFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+_CONTEXT = {"help_option_names": ["-h", "--help"]}
+app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=_CONTEXT,
                   help="Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide.")
-rules_app = typer.Typer(no_args_is_help=True, help="List, show and lint the rule knowledge base.")
+rules_app = typer.Typer(no_args_is_help=True, context_settings=_CONTEXT, help="List, show and lint the rule knowledge base.")
 app.add_typer(rules_app, name="rules")
 
-KbOption = Annotated[list[Path] | None, typer.Option("--kb", help="Extra rule directory (repeatable).")]
+KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")]
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kbdebug {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide."""
 
 
 class InputError(Exception):
@@ -73,8 +102,8 @@ def _regions_for(path: str, passthrough: bool, grep=None):
 
 @app.command()
 def explain(
-    files: Annotated[list[str], typer.Argument(help="Log files, or - for standard input.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text, markdown, json or html.")] = "text",
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files, or - for standard input.")],
+    fmt: FormatOption = Format.text,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
 ) -> None:
@@ -86,8 +115,6 @@ def explain(
     from kbdebug.kb import RuleFileError
     from kbdebug.render import render
 
-    if fmt not in FORMATS:
-        _fail(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if files.count("-") > 1:
         _fail("standard input can be named only once")
     diags = []
@@ -97,7 +124,7 @@ def explain(
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
     except (InputError, RuleFileError) as exc:
         _fail(str(exc))
-    sys.stdout.write(render(diags, fmt, color=use_color(sys.stdout) and fmt == "text"))
+    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
     sys.stdout.flush()
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
 
@@ -109,7 +136,7 @@ def run_cmd(
     sanitizer: Annotated[str | None, typer.Option("--sanitizer", metavar="TOOL",
                          help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck.")] = None,
     save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Format of the diagnosis: text, markdown, json or html.")] = "text",
+    fmt: FormatOption = Format.text,
     kb: KbOption = None,
 ) -> None:
     """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
@@ -120,21 +147,27 @@ def run_cmd(
         RERUN_ENV,
         RunError,
         child_env,
+        exit_hint,
         needs_rerun,
+        new_save_dir,
         run_once,
         sanitizer_command,
+        shell_quote,
         stderr_is_interactive,
         write_summary,
     )
 
-    if fmt not in FORMATS:
-        _fail(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
         _fail("no command given; use `kbdebug run -- python train.py`")
-    source = " ".join(cmd)
-    color = use_color(sys.stderr) and fmt == "text"
+    source = shell_quote(cmd)
+    color, width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
+    try:
+        if save is not None:
+            save = new_save_dir(save)
+    except OSError as exc:
+        _fail(f"cannot create a folder in {save}: {exc.strerror or exc}")
     try:
         argv = sanitizer_command(sanitizer, cmd) if sanitizer else cmd
         first = run_once(argv, child_env(), save, "run1")
@@ -156,9 +189,11 @@ def run_cmd(
     out = sys.stderr
     if not diag.incidents:
         if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
-            out.write(f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause\n")
+            hint = exit_hint(first.returncode)
+            out.write(f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause"
+                      + (f": {hint}" if hint else "") + "\n")
     else:
-        out.write(render([diag], fmt, color=color))
+        out.write(render([diag], fmt.value, color=color, width=width))
     out.flush()
     if not sanitizer and needs_rerun(diag):
         if rerun is None and stderr_is_interactive():
@@ -173,7 +208,7 @@ def run_cmd(
             results.append((second, diag2))
             out.write(_compare(diag, diag2) + "\n")
             if diag2.incidents:
-                out.write(render([diag2], fmt, color=color))
+                out.write(render([diag2], fmt.value, color=color, width=width))
             out.flush()
         elif rerun is None:
             out.write("kbdebug: the error was reported asynchronously; `kbdebug run --rerun -- ...` re-runs it "
@@ -199,8 +234,8 @@ def _compare(first, second) -> str:
 
 @app.command("parse")
 def parse_cmd(
-    file: Annotated[str, typer.Argument(help="Log file, or - for standard input.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    file: Annotated[str, typer.Argument(metavar="FILE", help="Log file, or - for standard input.")],
+    fmt: Annotated[ParseFormat, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = ParseFormat.text,
 ) -> None:
     """Print the records the grammars read from a log (for debugging grammars)."""
     from kbdebug.parse import parse_regions
@@ -210,7 +245,7 @@ def parse_cmd(
     except InputError as exc:
         _fail(str(exc))
     records = parse_regions(regions)
-    if fmt == "json":
+    if fmt == ParseFormat.json:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2, ensure_ascii=False))
     else:
         for r in records:
@@ -233,11 +268,11 @@ def rules_list(kb: KbOption = None) -> None:
 
 
 @rules_app.command("show")
-def rules_show(rule_id: str, kb: KbOption = None, fmt: Annotated[str, typer.Option("--format", "-f")] = "text") -> None:
-    """Render one rule's guide (facts appear as placeholders)."""
-    from kbdebug.diagnosis import Diagnosis, Incident
+def rules_show(rule_id: Annotated[str, typer.Argument(metavar="RULE_ID")], kb: KbOption = None,
+               fmt: FormatOption = Format.text) -> None:
+    """Show what a rule matches, its examples, and its guide rendered on its first positive example."""
     from kbdebug.kb import RuleFileError, load_kb
-    from kbdebug.render import fill_incident, render
+    from kbdebug.kb.show import show_rule
 
     try:
         base = load_kb(kb)
@@ -246,20 +281,20 @@ def rules_show(rule_id: str, kb: KbOption = None, fmt: Annotated[str, typer.Opti
     rule = base.get(rule_id)
     if rule is None:
         _fail(f"no rule {rule_id!r}; see `kbdebug rules list`")
-    inc = Incident(rule=rule.id, title=rule.title, confidence=1.0, checks=rule.checks)
-    fill_incident(inc, rule)
-    sys.stdout.write(render([Diagnosis(source=str(base.sources.get(rule.id, "")), incidents=[inc])], fmt))
+    sys.stdout.write(show_rule(rule, base, kb, fmt.value, width=output_width(sys.stdout)))
 
 
 @rules_app.command("lint")
-def rules_lint(directory: Path) -> None:
-    """Validate every rule file in DIRECTORY; one line per problem, exit 1 if any."""
-    from kbdebug.kb.loader import lint
+def rules_lint(directory: Annotated[Path, typer.Argument(metavar="DIR", help="A directory of rule files (*.toml).")]) -> None:
+    """Check every rule file in DIR and list every problem (file: field: sentence); exit 1 if any."""
+    from kbdebug.kb.lint import lint_directory
 
-    problems = lint(directory)
+    problems = lint_directory(directory)
     for p in problems:
         typer.echo(p)
     if problems:
+        files = len({p.split(": ", 1)[0] for p in problems})
+        typer.echo(f"{len(problems)} problem{'s' * (len(problems) != 1)} in {files} file{'s' * (files != 1)}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{directory}: all rule files valid")
 
@@ -276,10 +311,27 @@ def _run_facts(cmd: list[str]) -> dict[str, Any]:
 def main() -> None:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:  # typer 0.29 carries its own copy of click; older typers use click itself
+        from typer._click import exceptions as errors
+    except ImportError:
+        from click import exceptions as errors  # type: ignore[no-redef]
+
     try:
-        app()
-    except KeyboardInterrupt:
+        status = app(standalone_mode=False)
+    except errors.NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else "kbdebug -h", err=True)
+        sys.exit(2)
+    except errors.UsageError as exc:  # one line, like every other error of kbdebug's, not a boxed panel
+        command = exc.ctx.command_path if exc.ctx else "kbdebug"
+        message = exc.format_message().replace("Value error, ", "")
+        typer.echo(f"kbdebug: {message} (see `{command} -h`)", err=True)
+        sys.exit(2)
+    except errors.ClickException as exc:
+        typer.echo(f"kbdebug: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
         sys.exit(130)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 if __name__ == "__main__":

@@ -13,19 +13,28 @@ from kbdebug.term import use_color
 _previous: dict[str, Any] = {}
 
 
-def report(exc: BaseException, stream: TextIO | None = None) -> bool:
+def report(exc: BaseException, stream: TextIO | None = None, compact: bool | None = None) -> bool:
     """Write the diagnosis of `exc` to `stream` (stderr); True if a known cause was found.
 
-    Never raises: a failure inside kbdebug must not hide the user's own traceback.
+    `compact` (default: what `install` was given, else KBDEBUG_COMPACT=1) writes two lines instead
+    of the guide, for loops and threads that fail many times. Never raises: a failure inside kbdebug
+    must not hide the user's own traceback.
     """
     stream = stream or sys.stderr
+    if compact is None:
+        compact = _previous.get("compact", os.environ.get("KBDEBUG_COMPACT", "") not in ("", "0"))
     try:
         from kbdebug.api import diagnose
 
         diag = diagnose(exc)
         if not diag.incidents or diag.incidents[0].rule == "other":
             return False
-        stream.write("\n" + diag.render("text", color=use_color(stream)))
+        if compact:
+            from kbdebug.render.compact import compact as compact_text
+
+            stream.write(compact_text([diag], hint=" (full guide: kbdebug.install(compact=False))"))
+        else:
+            stream.write("\n" + diag.render("text", color=use_color(stream)))
         stream.flush()
         return True
     except Exception as err:  # noqa: BLE001 - last-resort reporting must not mask the crash
@@ -48,12 +57,15 @@ def _thread_hook(args: threading.ExceptHookArgs) -> None:
         report(args.exc_value)
 
 
-def install(*, capture: bool = False) -> None:
+def install(*, capture: bool = False, compact: bool | None = None) -> None:
     """Diagnose uncaught exceptions, after the normal traceback, in the main thread and in threads.
 
     With `capture=True` fd 2 is teed for the rest of the process (see `kbdebug.capture`) so the
-    GPU's assertion lines reach the diagnosis too.
+    GPU's assertion lines reach the diagnosis too. `compact=True` prints two lines per failure
+    (rule, the wrong value, the user's line) instead of the guide: for workers that fail in a loop.
     """
+    if compact is not None:
+        _previous["compact"] = compact
     if sys.excepthook is not _excepthook:
         _previous["sys"] = sys.excepthook
         sys.excepthook = _excepthook
@@ -75,6 +87,7 @@ def uninstall() -> None:
     cap = _previous.pop("capture", None)
     if cap is not None:
         cap.close()
+    _previous.pop("compact", None)
 
 
 # -- IPython: `%load_ext kbdebug` ---------------------------------------------------------------

@@ -16,11 +16,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kbdebug")
     group.addoption("--kbdebug", action="store_true", default=False,
                     help="diagnose tests that fail with CUDA, shape or index errors (kbdebug)")
+    group.addoption("--kbdebug-full", action="store_true", default=False,
+                    help="with --kbdebug: the full guide under each failing test, not the compact two lines")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     plugins = getattr(config.known_args_namespace, "plugins", None) or []
-    config.stash[_ACTIVE] = bool(config.getoption("kbdebug")) or "kbdebug" in plugins
+    config.stash[_ACTIVE] = bool(config.getoption("kbdebug") or config.getoption("kbdebug_full")) or "kbdebug" in plugins
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -40,4 +42,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         report.sections.append(("kbdebug", f"could not diagnose: {type(err).__name__}: {err}"))
         return
     if diag.incidents and diag.incidents[0].rule != "other":
-        report.sections.append((f"kbdebug diagnosis ({diag.incidents[0].rule})", diag.render("text")))
+        # A test run shows many failures: two lines each unless the full guide is asked for.
+        if item.config.getoption("kbdebug_full"):
+            text = diag.render("text")
+        else:
+            from kbdebug.render.compact import compact
+
+            text = compact([diag], hint=" (pytest --kbdebug-full for the guide)")
+        report.sections.append((f"kbdebug diagnosis ({diag.incidents[0].rule})", text))

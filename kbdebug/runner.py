@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -231,3 +232,39 @@ def stderr_is_interactive() -> bool:
         return sys.stdin.isatty() and sys.stderr.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def new_save_dir(base: Path) -> Path:
+    """A fresh numbered folder for this run's logs (`base/run-001`, `run-002`, ...), so no run overwrites another.
+
+    `mkdir` without exist_ok claims the number atomically, so two runs saving to one place at once still differ.
+    """
+    base.mkdir(parents=True, exist_ok=True)
+    numbers = [int(p.name[4:]) for p in base.glob("run-*") if p.name[4:].isdigit()]
+    n = max(numbers, default=0) + 1
+    while True:
+        path = base / f"run-{n:03d}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+
+
+def shell_quote(cmd: list[str]) -> str:
+    """The command as the user's shell would need it typed (`python -c 'raise SystemExit(3)'`)."""
+    return subprocess.list2cmdline(cmd) if os.name == "nt" else shlex.join(cmd)
+
+
+# What an exit status with no recognised cause in the output usually means: the process was killed
+# from outside, so its own output cannot say why.
+KILLED_HINTS = {
+    137: ("it was killed with SIGKILL, which the kernel's OOM killer or a job scheduler (Slurm, Kubernetes) usually "
+          "sends when the process exceeds its memory limit; check `dmesg -T | grep -i -E 'killed process|out of memory'` "
+          "and the job's memory limit (`sacct -j JOBID -o MaxRSS,ReqMem`, `kubectl describe pod`)"),
+}
+
+
+def exit_hint(returncode: int) -> str | None:
+    """The usual reason for an exit status whose output explains nothing (None when there is no usual reason)."""
+    return KILLED_HINTS.get(returncode)

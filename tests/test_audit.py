@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from kbdebug import audit, describe  # noqa: E402
+from kbdebug import audit, describe, print_describe  # noqa: E402
 
 
 class Net(nn.Module):
@@ -78,14 +78,23 @@ def test_sync_mode_runs_on_cpu() -> None:
     assert a.failed is None and len(a.records) == 7
 
 
-def test_describe_one_line() -> None:
-    buf = io.StringIO()
-    text = describe(torch.tensor([[1.0, float("nan")], [3.0, -1.0]]), "logits", file=buf)
+def test_describe_returns_without_printing(capsys: pytest.CaptureFixture[str]) -> None:
+    text = describe(torch.tensor([[1.0, float("nan")], [3.0, -1.0]]), "logits")
     assert text == "logits: [2, 2] float32 cpu min=-1 max=3 mean=1 nan=1 inf=0"
-    assert buf.getvalue() == text + "\n"
-    text = describe({"ids": torch.tensor([3, 7]), "mask": torch.tensor([True, False])}, "batch", file=buf)
+    assert capsys.readouterr().out == ""
+    text = describe({"ids": torch.tensor([3, 7]), "mask": torch.tensor([True, False])}, "batch")
     assert text.splitlines() == ["batch['ids']: [2] int64 cpu min=3 max=7 mean=5",
                                  "batch['mask']: [2] bool cpu min=0 max=1 mean=0.5"]
-    assert describe(3, file=buf) == "value: int (no tensors)"
+    assert describe(3) == "value: int (no tensors)"
     logits = torch.zeros(2, 3)
-    assert describe(logits, file=buf) == "logits: [2, 3] float32 cpu min=0 max=0 mean=0"
+    assert describe(logits) == "logits: [2, 3] float32 cpu min=0 max=0 mean=0"
+    print(describe(logits))
+    assert capsys.readouterr().out == "logits: [2, 3] float32 cpu min=0 max=0 mean=0\n"
+
+
+def test_print_describe_prints_once() -> None:
+    buf = io.StringIO()
+    scores = torch.ones(2)
+    text = print_describe(scores, file=buf)
+    assert text == "scores: [2] float32 cpu min=1 max=1 mean=1"
+    assert buf.getvalue() == text + "\n"

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, run_in_pty
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,10 +58,18 @@ def test_binary_and_broken_input_never_traceback(tmp_path: Path) -> None:
     assert b"Traceback" not in proc.stderr
 
 
-def test_broken_rule_dir_is_a_one_line_error(tmp_path: Path) -> None:
+def test_broken_user_rule_is_skipped_with_one_warning(tmp_path: Path) -> None:
     (tmp_path / "x.toml").write_text("id = 3")
-    proc = run_cli("explain", "--kb", str(tmp_path), str(EXAMPLE))
-    assert proc.returncode == 2 and b"x.toml" in proc.stderr and proc.stderr.count(b"\n") == 1
+    proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), str(EXAMPLE))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["incidents"][0]["rule"] == "nll_target_out_of_range"
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and "x.toml" in lines[0] and "rule skipped" in lines[0] and "id" in lines[0]
+
+
+def test_missing_rule_dir_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = run_cli("explain", "--kb", str(tmp_path / "nope"), str(EXAMPLE))
+    assert proc.returncode == 2 and b"nope" in proc.stderr and proc.stderr.count(b"\n") == 1
 
 
 def test_pipe_passes_lines_through_before_input_ends() -> None:
@@ -149,3 +157,36 @@ def test_mutated_example_never_raises(data: st.DataObject) -> None:
         if not raw:
             break
     diagnose_text(bytes(raw).decode("utf-8", "replace"))
+
+
+def test_version_short_help_and_format_choices() -> None:
+    from kbdebug import __version__
+
+    assert run_cli("--version").stdout.decode().strip() == f"kbdebug {__version__}"
+    helped = run_cli("explain", "-h", env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"})
+    assert helped.returncode == 0 and "<text|markdown|json|html>" in helped.stdout.decode()
+    bad = run_cli("explain", "--format", "yaml", str(EXAMPLE))
+    assert bad.returncode == 2 and bad.stderr.count(b"\n") == 1 and b"'markdown'" in bad.stderr
+
+
+def test_json_output_carries_its_schema_version() -> None:
+    out = json.loads(run_cli("explain", "--format", "json", str(EXAMPLE)).stdout)
+    assert out["schema_version"] == 1
+    doc = (ROOT / "docs" / "json.md").read_text()
+    assert all(f"`{key}`" in doc for key in out)  # every top-level key is documented
+    assert all(f"`{key}`" in doc for key in out["incidents"][0])
+
+
+def test_text_follows_the_terminal_width_and_is_stable_when_piped() -> None:
+    import os
+
+    env = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1"}
+    shown, status = run_in_pty([sys.executable, "-m", "kbdebug", "explain", str(EXAMPLE)], env=env)
+    lines = shown.decode(errors="replace").replace("\r", "").splitlines()
+    def guide(lines: list[str]) -> list[str]:  # the wrapped prose: the section "How to confirm"
+        start = lines.index("How to confirm")
+        return lines[start + 1:lines.index("", start + 1)]
+
+    assert status == 0 and len(guide(lines)) > 1 and max(len(line) for line in guide(lines)) <= 60
+    piped = run_cli("explain", str(EXAMPLE), env=env).stdout.decode().splitlines()
+    assert 60 < max(len(line) for line in guide(piped)) <= 100

@@ -9,7 +9,7 @@ import pytest
 
 from kbdebug.api import diagnose_text
 from kbdebug.kb import RuleFileError, load_kb
-from kbdebug.kb.loader import lint
+from kbdebug.kb.loader import lint, load_rule
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = 'Traceback (most recent call last):\n  File "/home/u/train.py", line 42, in <module>\n    loss = crit(out, y)\n'
@@ -127,13 +127,16 @@ def test_no_error_gives_no_incident() -> None:
     assert diagnose_text("Epoch 1 loss=0.3\nall good\nUserWarning: something minor\n").incidents == []
 
 
-def test_broken_rule_file_names_file_and_field(tmp_path: Path) -> None:
+def test_broken_user_rule_file_is_skipped_and_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bad.toml").write_text('id = "x"\ntitle = "title"\n[[match]]\nkind = "nonsense"\n[guide]\nwhat="0123456789a"\nwhy="0123456789a"\nconfirm="0123456789a"\nfix="0123456789a"\n')
-    with pytest.raises(RuleFileError, match=r"bad\.toml: field match\.0\.kind"):
-        load_kb([tmp_path])
+    kb = load_kb([tmp_path])
+    assert kb.get("x") is None and kb.get("nll_target_out_of_range") is not None
+    assert len(kb.skipped) == 1 and re.search(r"bad\.toml: match\[0\]\.kind: input should be", kb.skipped[0])
     (tmp_path / "bad.toml").write_text("id = [")
-    with pytest.raises(RuleFileError, match="not valid TOML"):
-        load_kb([tmp_path])
+    assert "not valid TOML" in load_kb([tmp_path]).skipped[0]
+    assert "rule skipped" in capsys.readouterr().err
+    with pytest.raises(RuleFileError, match="bad.toml: not valid TOML"):
+        load_rule(tmp_path / "bad.toml")
     assert lint(tmp_path) and lint(ROOT / "knowledge") == []
 
 

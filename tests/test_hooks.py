@@ -125,7 +125,28 @@ def test_pytest_plugin_on(tmp_path: Path, flags: list[str]) -> None:
     assert res.returncode == 1
     assert res.stdout.count("kbdebug diagnosis") == 1
     assert "kbdebug diagnosis (conv_channel_mismatch)" in res.stdout
-    assert "expected_channels      3" in res.stdout
+    section = res.stdout.split("kbdebug diagnosis (conv_channel_mismatch)")[1].split("\n", 1)[1]
+    lines = section.splitlines()[:3]
+    assert lines[2].strip("_ ") in ("", "test_plain_failure") and lines[0].startswith("kbdebug: conv_channel_mismatch at ")
+    assert "test_model.py:5" in lines[0] and "3" in lines[0] and "--kbdebug-full" in lines[1]
+
+
+def test_pytest_plugin_full_guide_a_flag_away(tmp_path: Path) -> None:
+    (tmp_path / "test_model.py").write_text(TEST_FILE)
+    res = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kbdebug-full", "test_model.py"], cwd=tmp_path)
+    assert res.returncode == 1 and res.stdout.count("kbdebug diagnosis") == 1
+    assert "expected_channels      3" in res.stdout and "How to fix" in res.stdout
+
+
+def test_excepthook_compact_in_a_loop_of_threads(tmp_path: Path) -> None:
+    train = tmp_path / "loop.py"
+    train.write_text("import threading, kbdebug, torch\nkbdebug.install(compact=True)\nemb = torch.nn.Embedding(10, 4)\n"
+                     "def work(i):\n    emb(torch.tensor([3, 10 + i]))\n"
+                     "for i in range(3):\n    t = threading.Thread(target=work, args=(i,)); t.start(); t.join()\n")
+    res = run([sys.executable, str(train)], cwd=tmp_path)
+    lines = [line for line in res.stderr.splitlines() if line.startswith("kbdebug: ")]
+    assert len(lines) == 3 and all("loop.py:5" in line for line in lines), res.stderr[-2000:]
+    assert "What it means" not in res.stderr
 
 
 def test_pytest_plugin_off_by_default(tmp_path: Path) -> None:

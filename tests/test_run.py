@@ -109,6 +109,8 @@ def test_rerun_sets_blocking_and_reports_both(tmp_path: Path) -> None:
                                        "CUDA_LAUNCH_BLOCKING=1", "TORCH_SHOW_CPP_STACKTRACES=1"]
     assert "first run: async_error_unlocalized at train.py:9" in res.stderr
     assert "with CUDA_LAUNCH_BLOCKING=1: nll_target_out_of_range at train.py:7, kernel Loss.cu:250" in res.stderr
+    assert f"saved in {save / 'run-001'}" in res.stderr
+    save = save / "run-001"
     summary = json.loads((save / "diagnosis.json").read_text())
     assert [r["returncode"] for r in summary["runs"]] == [3, 3]
     assert summary["runs"][1]["env"] == {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
@@ -236,3 +238,28 @@ def test_asks_before_rerunning_on_a_tty(tmp_path: Path) -> None:
     assert code == 3
     assert b"CUDA_LAUNCH_BLOCKING=1\r\n" in out
     assert b"nll_target_out_of_range at train.py:7" in out
+
+
+def test_save_numbers_runs_instead_of_overwriting(tmp_path: Path) -> None:
+    save = tmp_path / "saved"
+    for status in (3, 4):
+        res = kb_run("--save", str(save), "--", sys.executable, "-c", f"print('step'); raise SystemExit({status})")
+        assert res.returncode == status
+    assert sorted(p.name for p in save.iterdir()) == ["run-001", "run-002"]
+    codes = [json.loads((save / d / "diagnosis.json").read_text())["runs"][0]["returncode"] for d in ("run-001", "run-002")]
+    assert codes == [3, 4]
+
+
+def test_unexplained_exit_is_shell_quoted() -> None:
+    res = kb_run("--", sys.executable, "-c", "raise SystemExit(3)")
+    assert res.returncode == 3
+    assert f"`{sys.executable} -c 'raise SystemExit(3)'` exited with status 3" in res.stderr
+    assert "OOM killer" not in res.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_exit_137_names_the_oom_killer() -> None:
+    res = kb_run("--", sys.executable, "-c", "import os, signal; print('loading', flush=True); os.kill(os.getpid(), signal.SIGKILL)")
+    assert res.returncode == 137
+    line = next(text for text in res.stderr.splitlines() if "exited with status 137" in text)
+    assert "OOM killer" in line and "dmesg" in line and "memory limit" in line

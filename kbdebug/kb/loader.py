@@ -8,7 +8,9 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import jinja2
 import pydantic
 from pydantic import ValidationError
 
@@ -26,6 +28,7 @@ class RuleFileError(ValueError):
 class KnowledgeBase:
     rules: list[Rule] = field(default_factory=list)
     sources: dict[str, Path] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # one line per broken user rule file
 
     def get(self, rule_id: str) -> Rule | None:
         for rule in self.rules:
@@ -35,20 +38,95 @@ class KnowledgeBase:
 
 
 def load_rule(path: Path, data: bytes | None = None) -> Rule:
+    """The validated rule in `path`, or a RuleFileError naming its first problem (lint lists them all)."""
+    rule, problems = read_rule(path, data)
+    if rule is None or problems:
+        more = f" (and {len(problems) - 1} more; `kbdebug rules lint {path.parent}` lists them)" if len(problems) > 1 else ""
+        raise RuleFileError(f"{problems[0]}{more}")
+    return rule
+
+
+def read_rule(path: Path, data: bytes | None = None) -> tuple[Rule | None, list[str]]:
+    """The rule (None when it cannot be built) and every problem found, one "file: field: sentence" line each."""
+    rule, problems, _ = read_rule_data(path, data)
+    return rule, problems
+
+
+def read_rule_data(path: Path, data: bytes | None = None) -> tuple[Rule | None, list[str], dict[str, Any]]:
+    """As read_rule, plus the file's parsed TOML, so that lint can look further into a rule the model rejects.
+
+    Template syntax is checked here, not only by lint, so that a broken guide is never rendered with
+    jinja2's error in place of the user's text.
+    """
     try:
         text = (path.read_bytes() if data is None else data).decode("utf-8")
         parsed = tomllib.loads(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleFileError(f"{path}: cannot read: {exc}") from exc
+    except OSError as exc:
+        return None, [f"{path}: cannot read: {exc.strerror or exc}"], {}
+    except UnicodeDecodeError as exc:
+        return None, [f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"], {}
     except tomllib.TOMLDecodeError as exc:
-        raise RuleFileError(f"{path}: not valid TOML: {exc}") from exc
+        return None, [f"{path}: not valid TOML: {exc}"], {}
+    rule = None
     try:
-        return Rule.model_validate(parsed)
+        rule = Rule.model_validate(parsed)
+        problems = []
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(file)"
-        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-        raise RuleFileError(f"{path}: field {where}: {err['msg']}{more}") from exc
+        problems = [f"{path}: {line}" for line in validation_lines(exc)]
+    problems += [f"{path}: {where}: {problem}" for where, problem in template_syntax_errors(parsed)]
+    return (rule if not problems else None), problems, parsed
+
+
+def validation_lines(exc: ValidationError) -> list[str]:
+    """Each pydantic error as "field: sentence", whatever the validator: the field path reads like the TOML."""
+    lines = []
+    for err in exc.errors():
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "(file)"
+        lines.append(f"{where}: {_sentence(err)}")
+    return lines
+
+
+def _sentence(err: Any) -> str:
+    """A plain sentence for one pydantic error: a missing or unknown field said so, else pydantic's message and the value."""
+    kind, msg = err["type"], str(err["msg"])
+    if kind == "missing":
+        return "this field is required but missing"
+    if kind == "extra_forbidden":
+        return "unknown field (a typo? it is not part of the rule format)"
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    msg = msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg
+    value = err.get("input")
+    if isinstance(value, (str, int, float, bool)) and kind not in ("value_error", "assertion_error"):
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        return f"{msg}; got {shown}"
+    return msg
+
+
+def rule_templates(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, template) for every jinja2 template in a rule file's data: guide sections, commands, derived facts.
+
+    Read from the parsed file rather than the model so that a rule the model rejects is still checked.
+    """
+    def strings(value: Any) -> dict[str, str]:
+        return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
+
+    out = [(f"guide.{key}", text) for key, text in strings(data.get("guide")).items()]
+    commands = data.get("commands")
+    out += [(f"commands[{i}]", text) for i, text in enumerate(commands if isinstance(commands, list) else []) if isinstance(text, str)]
+    out += [(f"facts.{key}", text) for key, text in strings(data.get("facts")).items()]
+    return out
+
+
+def template_syntax_errors(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, problem) for each template jinja2's own parser rejects."""
+    env = jinja2.Environment()
+    problems = []
+    for where, text in rule_templates(data):
+        try:
+            env.parse(text)
+        except jinja2.TemplateSyntaxError as exc:
+            problems.append((where, f"template does not compile (line {exc.lineno}): {exc.message}"))
+    return problems
 
 
 def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
@@ -60,6 +138,7 @@ def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
 
 
 _MEMO: dict[str, KnowledgeBase] = {}
+_CODE_FILES = (Path(__file__), Path(__file__).with_name("model.py"))
 
 
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
@@ -78,20 +157,32 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
             except OSError as exc:
                 raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     digest = hashlib.sha256(f"{__version__}|{pydantic.VERSION}|{sys.version}".encode())
+    for code in _CODE_FILES:  # a changed rule model or loader must not read a KnowledgeBase pickled by the old one
+        digest.update(code.read_bytes())
     for path, data in files:
         digest.update(f"\0{path}\0{len(data)}\0".encode())
         digest.update(data)
     key = digest.hexdigest()[:24]
     kb = _MEMO.get(key)
     if kb is None:
-        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(files))
+        bundled = data_dir("knowledge")
+        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(files, bundled))
+        for line in kb.skipped:  # once per process and set of files, not once per diagnosed log
+            print(f"kbdebug: warning: rule skipped: {line}", file=sys.stderr)
     return kb
 
 
-def _build(files: list[tuple[Path, bytes]]) -> KnowledgeBase:
+def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
+    """A broken bundled rule is kbdebug's bug (an error); a broken user rule is skipped so the rest still diagnose."""
     kb = KnowledgeBase()
     for path, data in files:
-        rule = load_rule(path, data)
+        try:
+            rule = load_rule(path, data)
+        except RuleFileError as exc:
+            if path.parent == bundled:
+                raise
+            kb.skipped.append(str(exc))
+            continue
         old = kb.get(rule.id)
         if old is not None:
             kb.rules.remove(old)
@@ -119,19 +210,7 @@ def _expand_groups(kb: KnowledgeBase) -> None:
 
 
 def lint(directory: Path) -> list[str]:
-    """Every problem in a rule directory, one line each (empty when all files are valid)."""
-    problems = []
-    paths = sorted(directory.glob("*.toml")) if directory.is_dir() else []
-    if not directory.is_dir():
-        problems.append(f"{directory}: rule directory does not exist")
-    seen: dict[str, Path] = {}
-    for path in paths:
-        try:
-            rule = load_rule(path)
-        except RuleFileError as exc:
-            problems.append(str(exc))
-            continue
-        if rule.id in seen:
-            problems.append(f"{path}: field id: {rule.id!r} already defined in {seen[rule.id]}")
-        seen[rule.id] = path
-    return problems
+    """Every problem in a rule directory, one line each (kept here for callers; the work is kbdebug.kb.lint's)."""
+    from kbdebug.kb.lint import lint_directory
+
+    return lint_directory(directory)

@@ -91,9 +91,15 @@ def fill_incident(inc: Incident, rule: Rule) -> None:
     inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)
 
 
-def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False) -> str:
+# The version of the JSON contract (docs/json.md): raised when a key changes meaning or goes away,
+# not when one is added, so a reader can check `schema_version` and rely on the keys it knows.
+JSON_SCHEMA_VERSION = 1
+
+
+def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100) -> str:
+    """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY)."""
     if fmt == "json":
-        objs = [d.to_json() for d in diags]
+        objs = [{"schema_version": JSON_SCHEMA_VERSION, **d.to_json()} for d in diags]
         if len(objs) == 1:
             return json.dumps(objs[0], indent=2, ensure_ascii=False) + "\n"
         return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs)
@@ -101,7 +107,7 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False) -> st
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _env().get_template(f"{fmt}.j2")
     style = _Style(color)
-    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows)
+    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows, width=max(width, 40))
 
 
 def _fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:

@@ -31,7 +31,7 @@ from kbdebug.verify.checks import (  # noqa: E402
 )
 from kbdebug.verify.guard_mode import guard  # noqa: E402
 from kbdebug.verify.result import CheckResult  # noqa: E402
-from kbdebug.verify.stages import Audit, audit, describe, stats  # noqa: E402
+from kbdebug.verify.stages import Audit, audit, describe, print_describe, stats  # noqa: E402
 
 # Names users pass their tensors under, per role (the first one found wins).
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -165,6 +165,6 @@ def run_checks(names: list[str], facts: dict[str, Any], tensors: dict[str, Any])
 __all__ = [
     "Audit", "CheckResult", "RUNNERS", "audit", "check_bce_inputs", "check_build", "check_class_targets",
     "check_devices", "check_embedding_ids", "check_finite", "check_index", "check_oom_context",
-    "check_probabilities", "check_segmentation", "check_shapes", "check_target_dtype", "describe", "guard",
+    "check_probabilities", "check_segmentation", "check_shapes", "check_target_dtype", "describe", "guard", "print_describe",
     "largest_tensors", "run_checks", "stats",
 ]

@@ -70,19 +70,26 @@ def stats(t: torch.Tensor, values: bool = True) -> TensorStats:
     return st
 
 
-def describe(x: Any, name: str | None = None, *, file: Any = None) -> str:
-    """Print and return one line per tensor: shape, dtype, device, min, max, mean, nan/inf."""
+def describe(x: Any, name: str | None = None) -> str:
+    """One line per tensor: shape, dtype, device, min, max, mean, nan/inf. Returns the text and prints nothing,
+    so `print(describe(x))` prints it once; `print_describe(x)` is the helper that prints."""
     if name is None:  # the caller's own variable name, as tensor_debug prints it
-        caller = sys._getframe(1)
-        name = next((k for k, v in caller.f_locals.items() if v is x and k.isidentifier() and not k.startswith("_")), None)
-    lines = []
-    for path, t in walk_tensors(x, name or "tensor"):
-        lines.append(f"{path}: {stats(t)}")
+        name = _caller_name(x, sys._getframe(1))
+    lines = [f"{path}: {stats(t)}" for path, t in walk_tensors(x, name or "tensor")]
     if not lines:
         lines.append(f"{name or 'value'}: {type(x).__name__} (no tensors)")
-    text = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def print_describe(x: Any, name: str | None = None, *, file: Any = None) -> str:
+    """Print `describe(x)` (to stdout or `file`) and return it: the explicit printing helper."""
+    text = describe(x, name if name is not None else (_caller_name(x, sys._getframe(1)) or ""))
     print(text, file=file or sys.stdout)
     return text
+
+
+def _caller_name(x: Any, frame: Any) -> str | None:
+    return next((k for k, v in frame.f_locals.items() if v is x and k.isidentifier() and not k.startswith("_")), None)
 
 
 def walk_tensors(obj: Any, path: str) -> Iterator[tuple[str, torch.Tensor]]:

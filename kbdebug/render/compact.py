@@ -1,0 +1,26 @@
+"""The compact rendering: one or two lines per incident, for places that show many failures at once
+(the pytest plugin, an excepthook inside a loop); the full guide is `render(..., "text")`."""
+
+from __future__ import annotations
+
+import re
+
+from kbdebug.diagnosis import Diagnosis
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
+
+
+def compact(diags: list[Diagnosis], hint: str = "") -> str:
+    """`kbdebug: RULE at USER_LINE: first sentence of What` (the wrong value is in it), then the title.
+
+    The rule's own filled `what` names the wrong value, so the compact line needs no per-rule key list.
+    """
+    lines = []
+    for diag in diags:
+        for inc in diag.incidents:
+            where = inc.facts.get("innermost_user_frame") or inc.facts.get("raised_at") or diag.source
+            what = " ".join((inc.guide.get("what") or inc.title).split())
+            first = _SENTENCE_END.split(what, 1)[0]
+            lines.append(f"kbdebug: {inc.rule} at {where}: {first}")
+            lines.append(f"  {inc.title}{hint}")
+    return "\n".join(lines) + ("\n" if lines else "")
