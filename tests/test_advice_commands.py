@@ -100,7 +100,7 @@ def test_kbdebug_run_rerun_end_to_end(tmp_path: Path) -> None:
     child.write_text(ASYNC_CHILD)
     res = kb_run("--rerun", "--save", str(tmp_path / "saved"), "--", sys.executable, str(child))
     assert res.returncode == 3
-    first, second = (r["diagnosis"]["incidents"][0] for r in json.loads((tmp_path / "saved" / "diagnosis.json").read_text())["runs"])
+    first, second = (r["diagnosis"]["incidents"][0] for r in json.loads((tmp_path / "saved" / "run-001" / "diagnosis.json").read_text())["runs"])
     assert first["facts"]["origin"] == "run" and f"kbdebug run --rerun -- python {child}" in first["commands"]
     assert second["facts"]["origin"] == "rerun" and second["facts"]["launch_blocking"] is True
     assert second["commands"] == []

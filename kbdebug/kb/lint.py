@@ -24,7 +24,8 @@ from kbdebug.kb.model import Rule
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The modules that put facts on an incident; facts are read off records and their frames, and the
 # parsers name the values of messages. A file another version lacks is simply not read.
-_FACT_SOURCES = ("facts.py", "records.py", "frames.py", "shapes.py", "api.py", "diagnosis.py", "parse/**/*.py")
+_FACT_SOURCES = ("records.py", "frames.py", "shapes.py", "api.py", "advice.py", "diagnosis.py", "kb/matcher.py",
+                 "verify/guard_mode.py", "parse/**/*.py")
 _IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
 _ALWAYS = frozenset({"script"})  # added by the renderer for every rule
 
