@@ -118,3 +118,19 @@ def test_a_wrong_user_example_is_one_problem_line_naming_rule_and_result(tmp_pat
         "flash_attn_missing: positive example 2 ('RuntimeError: CUDA error: an illegal memory access was encountered') "
         "is diagnosed as illegal_memory_access"
     ]
+
+
+WRONG_NEGATIVE = """'''
+ModuleNotFoundError: No module named 'flash_attn.flash_attn_interface'
+''',
+"""
+
+
+def test_a_negative_example_that_the_rule_claims_is_a_problem(tmp_path: Path) -> None:
+    text = USER_RULE.format(extra_positive="").replace("negative = [\n", "negative = [\n" + WRONG_NEGATIVE)
+    path = tmp_path / "flash_attn_missing.toml"
+    path.write_text(text, encoding="utf-8")
+    assert check_examples(load_rule(path), [tmp_path]) == [
+        "flash_attn_missing: negative example 1 (\"ModuleNotFoundError: No module named 'flash_attn.flash_attn_interface'\") "
+        "is diagnosed as flash_attn_missing"
+    ]
