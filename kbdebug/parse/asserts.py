@@ -21,7 +21,7 @@ _COORD = re.compile(
     r"block\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]\s*[,，]\s*"
     r"thread\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]"
 )
-_FUZZY_FILE = re.compile(r"([\w\-]+\.(?:cuh?|hpp|h|cpp|cc|py))(?::(\d+))?")
+_FUZZY_FILE = re.compile(r"(?<![\w\-])([\w\-]+\.(?:cuh?|hpp|h|cpp|cc|py))(?::(\d+))?")  # starts only where a name can: linear
 _FUZZY_COND = re.compile(r"Assertion\s*[`'\"‘“](.+?)(?:[`'\"’”]\s*failed|$)")
 _QUOTED_COND = re.compile(r"[`‘“]([^`’”]{3,}?)[`'’”]")  # the condition of a translated assert line, without `Assertion`
 _FUZZY_LINE = re.compile(r":(\d+)(?=[,/\]:]|$)")

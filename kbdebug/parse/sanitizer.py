@@ -12,7 +12,7 @@ from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
 from kbdebug.scan import Line
 
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
-_SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]*?--tool[ =](\w+)")
+_SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]{0,400}?--tool[ =](\w+)")
 _SAN_CMD = re.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
 _LOC_NEW = re.compile(r"^(?P<func>.+?)(?P<pc>\+0x[0-9a-fA-F]+)(?: in (?P<file>.+?):(?P<line>\d+))?\s*$")
 _LOC_OLD_FILE = re.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<file>(?:[A-Za-z]:)?[^:]+?):(?P<line>\d+):(?P<func>.+)$")
@@ -20,7 +20,7 @@ _LOC_OLD = re.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<func>.+?)\s*$")
 _LOC_COLON = re.compile(r"^(?P<func>.+?):(?P<pc>0x[0-9a-fA-F]+)(?: in (?P<file>.+?):(?P<line>\d+))?$")
 _LOC_FILEFUNC = re.compile(r"^(?P<file>(?:[A-Za-z]:)?[^:\s]+?):(?P<line>\d+):(?P<func>.+?)(?: \(.*: 0x[0-9a-f]+\))?$")
 _LOC_OLDFRAME = re.compile(r"^(?P<func>.+?) \((?:.*) : (?P<pc>0x[0-9a-fA-F]+)\)$")
-_HAZARDS = re.compile(r"\s*\[(\d+) hazards?\]\s*$")
+_HAZARDS = re.compile(r"(?<!\s)\s*\[(\d+) hazards?\]\s*$")
 
 
 def location(text: str) -> SanitizerFrame:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import sys
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -37,7 +40,10 @@ class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs: compiling them is a few percent of a cold explain."""
-    where = private_dir("jinja")  # compiled templates are code: only from a directory nobody else can write
+    # compiled templates are code: only from a directory nobody else can write; and their bytecode depends on
+    # this module's environment settings (finalize, filters), not only on the template text, hence the key
+    key = hashlib.sha256(f"{jinja2.__version__}|{sys.version}".encode() + Path(__file__).read_bytes()).hexdigest()[:12]
+    where = private_dir(f"jinja-{key}")
     return _QuietBytecodeCache(str(where)) if where is not None else None
 
 
@@ -48,6 +54,7 @@ def _env() -> jinja2.Environment:
         undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
     env.filters["md_inline"] = _md_inline
+    env.filters["md_code"] = md_code
     return env
 
 
@@ -55,7 +62,25 @@ def _env() -> jinja2.Environment:
 def _fragment_env() -> jinja2.Environment:
     # A rule's guide fragment is its own template name, so fragments share the bytecode cache too.
     return jinja2.Environment(loader=jinja2.FunctionLoader(lambda source: (source, None, lambda: True)),
-                              bytecode_cache=_bytecode_cache(), undefined=jinja2.ChainableUndefined, autoescape=False)
+                              bytecode_cache=_bytecode_cache(), undefined=jinja2.ChainableUndefined, autoescape=False,
+                              finalize=_guide_value)
+
+
+def _guide_value(value: Any) -> Any:
+    """A value read from the log, put into a guide (Markdown, usually inside a `code span`): a backtick in
+    it would end the span and let the rest render as Markdown or HTML, so it becomes a look-alike."""
+    return value.replace("`", "\u02cb") if isinstance(value, str) else value
+
+
+def md_code(value: Any) -> str:
+    """A log-derived value as a Markdown code span whose fence is longer than any backtick run inside it,
+    so `<details>`, `<img>` or backticks in a message show as text wherever the report is pasted."""
+    text = " ".join(str(value).split()).replace("|", "\\|")
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _md_inline(text: str) -> str:

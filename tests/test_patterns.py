@@ -1,0 +1,97 @@
+"""No bundled pattern takes more than linear time: each is fed long repetitive texts built from its own
+literals, at two lengths, and must not slow down faster than the text grows (a backtracking blow-up is
+quadratic or worse). Rule patterns run on RE2; the scanner's, the parsers' and the grammars' terminals run
+on Python's engine, on lines the scanner caps, and are checked here the same way."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from kbdebug import frames, phrases, scan, shapes
+from kbdebug.kb import load_kb
+from kbdebug.kb.patterns import compile_pattern, super_linear_reason
+from kbdebug.parse import asserts, cuda, distributed, messages, sanitizer, tracebacks
+from kbdebug.parse.grammar import GRAMMARS, parser
+
+SMALL, BIG = 1_500, 12_000  # 8x longer: linear time grows 8x, quadratic 64x
+
+
+def module_patterns(*modules: ModuleType) -> Iterator[tuple[str, re.Pattern[str]]]:
+    for mod in modules:
+        for name, val in vars(mod).items():
+            if isinstance(val, re.Pattern):
+                yield f"{mod.__name__}.{name}", val
+            elif isinstance(val, list):  # the scanner's (pattern, group) prefix table
+                for i, item in enumerate(val):
+                    if isinstance(item, tuple) and item and isinstance(item[0], re.Pattern):
+                        yield f"{mod.__name__}.{name}[{i}]", item[0]
+
+
+class Anchored:
+    """A pattern its code only ever tries at one position (`re.match`, a lexer at a token start)."""
+
+    def __init__(self, rx: re.Pattern[str]) -> None:
+        self.rx = rx
+
+    def search(self, text: str) -> object:
+        return self.rx.match(text)
+
+
+def bundled() -> list[tuple[str, str, object]]:
+    out: list[tuple[str, str, object]] = []
+    for rule in load_kb().rules:
+        for m in rule.match:
+            for field, pat in {**m.fields, **m.absent}.items():
+                out.append((f"{rule.id}.{field}", pat, compile_pattern(pat)))
+        for i, ind in enumerate(rule.indicators):
+            out.append((f"{rule.id}.indicators[{i}]", ind.pattern, compile_pattern(ind.pattern)))
+    for name, rx in module_patterns(scan, frames, shapes, phrases, asserts, cuda, distributed, messages, sanitizer, tracebacks):
+        out.append((name, rx.pattern, Anchored(rx) if rx.pattern.startswith("^") else rx))
+    for grammar in GRAMMARS:
+        for term in parser(grammar).terminals:
+            rx = re.compile(term.pattern.to_regexp())
+            out.append((f"{grammar}.lark:{term.name}", rx.pattern, Anchored(rx)))
+    return out
+
+
+def adversarial(pattern: str, n: int) -> Iterator[str]:
+    """Texts that make a backtracking engine work: its literals repeated, cut short, and its characters."""
+    lit = phrases.canonical_text(pattern.removeprefix("(?i)")) or "a"
+    pieces = {lit, lit[:-1] or lit, lit + " ", *(ch for ch in set(pattern) if ch.isalnum() or ch in " :,.[]()-_")}
+    for piece in sorted(pieces)[:12]:
+        yield (piece * (n // len(piece) + 1))[:n]
+    yield ("a" * 20 + " ") * (n // 21)
+
+
+def slowest(rx: object, pattern: str, n: int) -> float:
+    worst = 0.0
+    for text in adversarial(pattern, n):
+        start = time.perf_counter()
+        rx.search(text)  # type: ignore[attr-defined]
+        worst = max(worst, time.perf_counter() - start)
+    return worst
+
+
+PATTERNS = bundled()
+
+
+@pytest.mark.parametrize(("name", "pattern", "rx"), PATTERNS, ids=[p[0] for p in PATTERNS])
+def test_pattern_time_grows_linearly(name: str, pattern: str, rx: object) -> None:
+    small = min(slowest(rx, pattern, SMALL) for _ in range(3))
+    big = min(slowest(rx, pattern, BIG) for _ in range(3))
+    assert big <= max(0.005, 24 * small), f"{name}: {small * 1e3:.2f} ms at {SMALL} chars, {big * 1e3:.2f} ms at {BIG}"
+
+
+def test_rule_patterns_have_no_nested_repetition() -> None:
+    """What `rules lint` refuses in a user's rule never reaches the bundled ones either."""
+    for rule in load_kb().rules:
+        for m in rule.match:
+            for pat in {**m.fields, **m.absent}.values():
+                assert super_linear_reason(pat) is None, (rule.id, pat)
+        for ind in rule.indicators:
+            assert super_linear_reason(ind.pattern) is None, (rule.id, ind.pattern)
