@@ -18,6 +18,7 @@ from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
 from kbdebug.scan import Region, Scanner, scan_path, scan_text
+from kbdebug.signature import sign
 
 
 def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *,
@@ -26,7 +27,7 @@ def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Pat
     adds what the caller knows (the command's `script`); both decide which commands are offered."""
     kb = load_kb(kb_dirs)
     records = parse_regions(regions)
-    return advise(diagnose_records(records, kb, source), kb, origin, facts)
+    return sign(advise(diagnose_records(records, kb, source), kb, origin, facts))
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -66,7 +67,7 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
     _add_frame_shapes(records, exc)
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
     _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
-    return advise(diag, kb, "script", _live_facts())
+    return sign(advise(diag, kb, "script", _live_facts()))
 
 
 def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosis | None:
@@ -84,7 +85,7 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
                 inc.title, inc.checks = r.title, list(r.checks)
             diag = Diagnosis(source=f"<{_type_name(type(e))}>", incidents=[inc])
             _facts_from_frames(diag, e)
-            return advise(diag, kb, "script", _live_facts())
+            return sign(advise(diag, kb, "script", _live_facts()))
     return None
 
 

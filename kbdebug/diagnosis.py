@@ -20,6 +20,9 @@ class Incident(BaseModel):
     rule: str
     title: str
     confidence: float
+    # The crash's identity across runs, ranks and pastes (kbdebug/signature.py says how it is built).
+    signature: str = ""
+    signature_key: str = ""
     facts: dict[str, Any] = {}
     records: list[AnyRecord] = []
     checks: list[str] = []

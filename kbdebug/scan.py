@@ -385,7 +385,7 @@ _PREFIXES = [
     (re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"), None),
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
     (re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"), None),
-    (re.compile(r"^(\d{1,4}): (?=\S)"), 1),
+    (re.compile(r"^(\d{1,4}): (?=\s*\S)"), 1),
     (re.compile(r"^>\s?"), None),
 ]
 _GLUE = re.compile(
@@ -527,11 +527,14 @@ def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: d
         last_piece = i + 1 == len(lines) or lines[i + 1].no != ln.no
         return phys.get(ln.no, len(ln.text)) if phys is not None and last_piece else len(ln.text)
 
-    counts: dict[int, int] = {}
+    seen: dict[int, set[str]] = {}  # distinct texts per width: a line repeated verbatim is not a wrap
     for i in range(len(lines)):
         if width(i) >= 60:
-            counts[width(i)] = counts.get(width(i), 0) + 1
-    widths = {w for w, c in counts.items() if c >= 2 and w <= 400}
+            seen.setdefault(width(i), set()).add(lines[i].text)
+    counts = {w: len(texts) for w, texts in seen.items()}
+    # a terminal wraps every line at its width, so no line is longer: a width some line exceeds is a coincidence
+    longest = max((width(i) for i in range(len(lines))), default=0)
+    widths = {w for w, c in counts.items() if c >= 2 and w <= 400 and w >= longest}
     if not widths:
         return lines
     out: list[Line] = []

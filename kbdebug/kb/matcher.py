@@ -202,8 +202,8 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
     broadcast message inside a loss is read as a template and, with the frames, as a label/logits clash.
     """
     for i, rec in enumerate(records):
-        if rec.kind != "exception":
-            continue
+        if rec.kind != "exception" or (getattr(rec, "exc_type", "") or "").endswith("Warning"):
+            continue  # a warning is not the error whose lines it shares
         own = _priority(*found[i]) if found[i] else -1  # type: ignore[misc]
         best: tuple[Rule, Match] | None = None
         near = [j for j, other in enumerate(records)

@@ -12,7 +12,8 @@ from kbdebug.parse.tracebacks import _CARETS, _EXC_START, _IPY_ARROW, _IPY_FRAME
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
 from kbdebug.scan import Line
 
-FALLBACK_LINES = 3  # lines read as a bare message when nothing in a region is recognised
+FALLBACK_LINES = 3
+WARNING_MESSAGE_LINES = 1  # lines read as a bare message when nothing in a region is recognised
 
 
 class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, MessageReader, SanitizerReader):
@@ -85,7 +86,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             # after a plain frame and its source line, a line that is neither is the exception line
             # without its `Type: ` (only the message was pasted)
             self._start_exc(line, "", stripped)
-        elif self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES and stripped:
+        elif self.exc is not None and self.exc_lines < self._message_limit() and stripped:
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
             self.exc_lines += 1
@@ -96,3 +97,9 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         if _DIST_HINT.search(text) or (self.elastic is not None and _TABLE_KEY.match(text)) or text.strip() == "[0]:":
             self.distributed(line)
         self.messages(line, text)
+
+    def _message_limit(self) -> int:
+        """How many following lines an open exception's message may take: a warning's is one line and the
+        `warnings.warn(...)` source under it, so the log lines after it are not its message."""
+        assert self.exc is not None
+        return WARNING_MESSAGE_LINES if self.exc.exc_type.endswith("Warning") else MAX_MESSAGE_LINES
