@@ -14,6 +14,8 @@ class Consequence(BaseModel):
     title: str
     first_line: int
     summary: str
+    ranks: list[int] = []  # the ranks it was read on (other ranks' timeouts waiting on the failed one)
+    facts: dict[str, Any] = {}  # its own facts: they never become the root's when read on other ranks
 
 
 class Incident(BaseModel):

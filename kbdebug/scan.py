@@ -546,6 +546,7 @@ def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: d
             width(i) in widths
             and i + 1 < len(lines)
             and lines[i + 1].no == last_no + 1
+            and lines[i + 1].rank is None  # a wrapped line's continuation carries no prefix of its own
             and (starts is None or starts[i + 1])
             and _continues(lines[i].text, lines[i + 1], width(i))
         ):

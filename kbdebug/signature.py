@@ -32,12 +32,16 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# Only the head of a message identifies it: a paste wrapped or cut further on still groups with the original.
+MESSAGE_CHARS = 56
+
+
 def normalise_message(message: str) -> str:
     """The message with whatever differs between two runs of the same crash masked."""
     text = message.strip()
     for rx, repl in _MASKS:
         text = rx.sub(repl, text)
-    return text[:160].strip()
+    return text[:MESSAGE_CHARS].strip()
 
 
 def _user_frame(facts: dict[str, Any]) -> str:
@@ -57,8 +61,11 @@ def _site(facts: dict[str, Any]) -> str:
                  str(facts.get("access") or ""), str(facts.get("category") or "")]
         return " ".join(p for p in parts if p)
     etype = str(facts.get("error_type") or "")
-    message = str(facts.get("error_message") or facts.get("cuda_error") or facts.get("nccl_event") or "")
-    return f"{etype}: {normalise_message(message)}" if etype else normalise_message(message)
+    if etype:
+        return f"{etype}: {normalise_message(str(facts.get('error_message') or ''))}"
+    # no exception type: the CUDA error or collective event names it before any message read without a type
+    message = facts.get("cuda_error") or facts.get("nccl_event") or facts.get("error_message") or ""
+    return normalise_message(str(message))
 
 
 def signature_key(rule: str, facts: dict[str, Any]) -> str:

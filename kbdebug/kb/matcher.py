@@ -238,16 +238,43 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Inc
             continue
         cause = min(causes, key=lambda i: (0 if i.device_evidence else 1, i.first_line))
         folded.add(inc.rule)
+        ranks = sorted({r.rank for r in inc.records if r.rank is not None})
+        summary = f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_list(ranks)}: {_summary(inc)}" if ranks else _summary(inc)
         cause.consequences.append(Consequence(rule=inc.rule, title=inc.title, first_line=inc.first_line,
-                                              summary=_summary(inc)))
+                                              summary=summary, ranks=ranks, facts=inc.facts))
+        # what surfaced the cause on its own rank completes it (the exception type, the user's frame);
+        # another rank's timeout facts (op, seq) are that rank's and stay in its consequence
+        cause_ranks = {r.rank for r in cause.records if r.rank is not None}
         cause.records.extend(inc.records)
-        for key, val in inc.facts.items():
-            cause.facts.setdefault(key, val)
+        for rec in inc.records:
+            if not cause_ranks or rec.rank is None or rec.rank in cause_ranks:
+                for key, val in rec.facts().items():
+                    cause.facts.setdefault(key, val)
     return [i for i in incidents if i.rule not in folded]
+
+
+def rank_list(ranks: list[int]) -> str:
+    """`[0, 1, 2, 4, 5, 6, 7]` -> `0-2,4-7`."""
+    out: list[str] = []
+    start = prev = None
+    for r in [*ranks, None]:
+        if r is not None and prev is not None and r == prev + 1:
+            prev = r
+            continue
+        if start is not None:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = r
+    return ",".join(out)
+
+
+_EVENTS = {"watchdog_timeout": "NCCL watchdog timeout", "watchdog_exception": "NCCL watchdog exception",
+           "aborted": "NCCL communicator aborted", "nccl_error": "NCCL error"}
 
 
 def _summary(inc: Incident) -> str:
     f = inc.facts
+    if f.get("nccl_event") in _EVENTS and not f.get("error_message"):
+        return _EVENTS[f["nccl_event"]] + (f" ({f['op_type']} SeqNum {f['seq_num']})" if f.get("op_type") and f.get("seq_num") else "")
     for key in ("error_message", "cuda_error", "cublas_status", "cudnn_status"):
         if f.get(key):
             head = f"{f['error_type']}: " if key == "error_message" and f.get("error_type") else ""

@@ -86,7 +86,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             # after a plain frame and its source line, a line that is neither is the exception line
             # without its `Type: ` (only the message was pasted)
             self._start_exc(line, "", stripped)
-        elif self.exc is not None and self.exc_lines < self._message_limit() and stripped:
+        elif self.exc is not None and self.exc_lines < self._message_limit() and stripped and self._same_rank(line):
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
             self.exc_lines += 1
@@ -103,3 +103,8 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         `warnings.warn(...)` source under it, so the log lines after it are not its message."""
         assert self.exc is not None
         return WARNING_MESSAGE_LINES if self.exc.exc_type.endswith("Warning") else MAX_MESSAGE_LINES
+
+    def _same_rank(self, line: Line) -> bool:
+        """Interleaved ranks: another rank's line never continues this rank's message."""
+        assert self.exc is not None
+        return line.rank is None or self.exc.rank is None or line.rank == self.exc.rank
