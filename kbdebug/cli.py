@@ -102,12 +102,16 @@ def _regions_for(path: str, passthrough: bool, grep=None):
 
 @app.command()
 def explain(
-    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files, or - for standard input.")],
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files, directories or globs, or - for standard input.")],
     fmt: FormatOption = Format.text,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
 ) -> None:
     """Diagnose crash logs. Exit status: 0 incident found, 1 nothing recognised, 2 usage/input error."""
+    if files.count("-") > 1:
+        _fail("standard input can be named only once")
+    if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
+        _explain_many(files, fmt, quiet, kb)
     from kbdebug.scan import start_grep
 
     greps = {path: start_grep(path) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
@@ -115,8 +119,6 @@ def explain(
     from kbdebug.kb import RuleFileError
     from kbdebug.render import render
 
-    if files.count("-") > 1:
-        _fail("standard input can be named only once")
     diags = []
     try:
         for path in files:
@@ -127,6 +129,73 @@ def explain(
     sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
     sys.stdout.flush()
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
+
+
+def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None) -> NoReturn:
+    """Many logs: each diagnosis as it is ready (JSON: one object per line), then the crashes grouped by signature."""
+    from kbdebug.batch import diagnose_files, expand
+    from kbdebug.kb import RuleFileError
+    from kbdebug.render import JSON_SCHEMA_VERSION, render
+    from kbdebug.render.summary import render_summary
+
+    paths = expand(files)
+    if not paths:
+        _fail("no log files found in " + ", ".join(files))
+    for path in paths:
+        if path != "-" and not os.path.isfile(path):
+            _fail(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a regular file")
+    color, width = use_color(sys.stdout) and fmt == Format.text, output_width(sys.stdout)
+    diags = []
+    with _progress(len(paths)) as tick:
+        try:
+            for diag in _each(paths, quiet, kb, diagnose_files):
+                diags.append(diag)
+                tick(len(diags))
+                sys.stdout.write(json.dumps({"schema_version": JSON_SCHEMA_VERSION, **diag.to_json()}, ensure_ascii=False) + "\n"
+                                 if fmt == Format.json else render([diag], fmt.value, color=color, width=width))
+                sys.stdout.flush()
+        except (InputError, RuleFileError, OSError) as exc:
+            _fail(str(exc))
+    sys.stdout.write(render_summary(diags, fmt.value))
+    sys.stdout.flush()
+    raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
+
+
+def _each(paths: list[str], quiet: bool, kb: list[Path] | None, diagnose_files: Any) -> Any:
+    from kbdebug.api import diagnose_regions
+
+    if "-" in paths:  # standard input is read here, in order, with the files around it
+        for path in paths:
+            if path == "-":
+                yield diagnose_regions(_regions_for(path, passthrough=not quiet), source=path, kb_dirs=kb)
+            else:
+                yield from diagnose_files([path], kb)
+        return
+    yield from diagnose_files(paths, kb)
+
+
+class _progress:
+    """rich's progress bar on a terminal for long runs (stderr, so stdout stays the report); nothing otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.bar, self.task = total, None, None
+
+    def __enter__(self) -> Any:
+        if self.total >= 20 and sys.stderr.isatty():
+            from rich.progress import Progress
+
+            self.bar = Progress(transient=True, console=None)
+            self.bar.start()
+            self.task = self.bar.add_task("diagnosing", total=self.total)
+        return self.tick
+
+    def tick(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 @app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 def run_cmd(

@@ -43,7 +43,9 @@ def test_exit_codes_and_one_line_errors(tmp_path: Path) -> None:
     clean = tmp_path / "clean.log"
     clean.write_text("epoch 1 loss 0.2\nepoch 2 loss 0.1\n")
     assert run_cli("explain", str(clean)).returncode == 1
-    for args in (["explain", str(tmp_path / "missing.log")], ["explain", str(tmp_path)],
+    assert run_cli("explain", str(tmp_path)).returncode == 1  # a directory is its logs: nothing recognised in them
+    (tmp_path / "empty").mkdir()
+    for args in (["explain", str(tmp_path / "missing.log")], ["explain", str(tmp_path / "empty")],
                  ["explain", "--format", "yaml", str(clean)]):
         proc = run_cli(*args)
         assert proc.returncode == 2
@@ -190,3 +192,23 @@ def test_text_follows_the_terminal_width_and_is_stable_when_piped() -> None:
     assert status == 0 and len(guide(lines)) > 1 and max(len(line) for line in guide(lines)) <= 60
     piped = run_cli("explain", str(EXAMPLE), env=env).stdout.decode().splitlines()
     assert 60 < max(len(line) for line in guide(piped)) <= 100
+
+
+def test_explain_many_logs_streams_each_then_groups_by_signature(tmp_path: Path) -> None:
+    oom = ('Traceback (most recent call last):\n  File "/j{i}/train.py", line {n}, in step\n    y = model(x)\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {i}.00 GiB. GPU 0 has a total capacity of 79 GiB\n")
+    for i in range(1, 5):
+        (tmp_path / "runs" / f"r{i}").mkdir(parents=True)
+        (tmp_path / "runs" / f"r{i}" / "out.log").write_text(oom.format(i=i, n=40 + i))
+    (tmp_path / "runs" / "bad.log").write_text(EXAMPLE.read_text())
+    (tmp_path / "runs" / "clean.log").write_text("all good\n")
+    proc = run_cli("explain", "--format", "json", str(tmp_path / "runs"))
+    assert proc.returncode == 0
+    lines = [json.loads(ln) for ln in proc.stdout.decode().splitlines()]
+    assert [Path(o["source"]).name for o in lines[:-1]] == ["bad.log", "clean.log", "out.log", "out.log", "out.log", "out.log"]
+    summary = lines[-1]["summary"]
+    assert (summary["logs"], summary["crashes"], len(summary["nothing_recognised"])) == (6, 2, 1)
+    top = summary["groups"][0]
+    assert (top["rule"], top["count"], len(top["members"])) == ("cuda_oom", 4, 4)
+    text = run_cli("explain", str(tmp_path / "runs" / "r*" / "*.log")).stdout.decode()
+    assert "summary: 4 logs, 1 distinct crash" in text and "cuda_oom" in text.splitlines()[-2]

@@ -1,0 +1,61 @@
+"""Many logs at once: eight ranks of one job, a night of failed CI runs, a bot's inbox.
+
+Directories and globs are expanded, the logs are diagnosed in order (in worker processes when there
+are enough of them to pay for the workers' start), and the crashes are grouped by signature, so the
+question "how many different problems is this?" has an answer.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from kbdebug.diagnosis import Diagnosis
+
+PARALLEL_MIN = 48  # below this many logs, starting workers (each imports kbdebug) costs more than it saves
+MAX_WORKERS = 8
+
+
+def expand(args: list[str]) -> list[str]:
+    """Files as given; a directory's files (recursively, hidden ones skipped); a glob's matches. Sorted, unique."""
+    out: list[str] = []
+    for arg in args:
+        if arg == "-":
+            out.append(arg)
+        elif os.path.isdir(arg):
+            out += sorted(str(p) for p in Path(arg).rglob("*")
+                          if p.is_file() and not any(part.startswith(".") for part in p.relative_to(arg).parts))
+        elif any(ch in arg for ch in "*?[") and not os.path.exists(arg):
+            out += sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
+        else:
+            out.append(arg)
+    return list(dict.fromkeys(out))
+
+
+def _diagnose_file(args: tuple[str, list[Path] | None]) -> Diagnosis:
+    from kbdebug.api import explain
+
+    path, kb_dirs = args
+    return explain(path, kb_dirs=kb_dirs)
+
+
+def diagnose_files(paths: list[str], kb_dirs: list[Path] | None = None, jobs: int | None = None,
+                   progress: Callable[[int], None] | None = None) -> Iterator[Diagnosis]:
+    """Each file's diagnosis, in the order given, as soon as it and those before it are done."""
+    workers = min(jobs or os.cpu_count() or 1, MAX_WORKERS)
+    work = [(p, kb_dirs) for p in paths]
+    if len(paths) >= PARALLEL_MIN and workers > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for i, diag in enumerate(pool.map(_diagnose_file, work, chunksize=8), 1):
+                if progress:
+                    progress(i)
+                yield diag
+        return
+    for i, item in enumerate(work, 1):
+        diag = _diagnose_file(item)
+        if progress:
+            progress(i)
+        yield diag

@@ -1,0 +1,74 @@
+"""The table that ends a run over many logs: one row per distinct crash (signature), most frequent first."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbdebug.diagnosis import Diagnosis
+from kbdebug.render import JSON_SCHEMA_VERSION
+
+EXAMPLES = 3
+
+
+@dataclass
+class Group:
+    signature: str
+    signature_key: str
+    rule: str
+    title: str
+    first_guide_line: str
+    members: list[str] = field(default_factory=list)
+
+
+def group(diags: list[Diagnosis]) -> tuple[list[Group], list[str]]:
+    """Crash groups by the root incident's signature, and the logs in which nothing was recognised."""
+    groups: dict[str, Group] = {}
+    nothing: list[str] = []
+    for diag in diags:
+        root = diag.root
+        if root is None:
+            nothing.append(diag.source)
+            continue
+        g = groups.get(root.signature)
+        if g is None:
+            what = " ".join((root.guide.get("what") or root.title).split())
+            g = groups[root.signature] = Group(root.signature, root.signature_key, root.rule, root.title, what.split(". ")[0][:160])
+        g.members.append(diag.source)
+    return sorted(groups.values(), key=lambda g: (-len(g.members), g.rule)), nothing
+
+
+def render_summary(diags: list[Diagnosis], fmt: str) -> str:
+    groups, nothing = group(diags)
+    if fmt == "json":
+        obj: dict[str, Any] = {"schema_version": JSON_SCHEMA_VERSION, "summary": {"logs": len(diags), "crashes": len(groups), "nothing_recognised": nothing,
+                                           "groups": [{"signature": g.signature, "signature_key": g.signature_key,
+                                                       "rule": g.rule, "title": g.title, "count": len(g.members),
+                                                       "first_guide_line": g.first_guide_line, "members": g.members}
+                                                      for g in groups]}}
+        return json.dumps(obj, ensure_ascii=False) + "\n"
+    head = f"{len(diags)} logs, {len(groups)} distinct crash{'es' if len(groups) != 1 else ''}" + (
+        f", nothing recognised in {len(nothing)}" if nothing else "")
+    if fmt == "markdown":
+        rows = [f"### Summary: {head}", "", "| count | rule | what | signature | examples |", "|---:|---|---|---|---|"]
+        rows += [f"| {len(g.members)} | `{g.rule}` | {_md(g.first_guide_line)} | `{g.signature}` | "
+                 f"{', '.join(_md(m) for m in g.members[:EXAMPLES])}{' …' if len(g.members) > EXAMPLES else ''} |" for g in groups]
+        return "\n".join(rows) + "\n"
+    if fmt == "html":
+        body = "".join(f"<tr><td>{len(g.members)}</td><td><code>{html.escape(g.rule)}</code></td><td>{html.escape(g.first_guide_line)}</td>"
+                       f"<td><code>{g.signature}</code></td><td>{html.escape(', '.join(g.members[:EXAMPLES]))}</td></tr>"
+                       for g in groups)
+        return (f"<section class=\"summary\"><h2>Summary: {html.escape(head)}</h2><table><thead><tr><th>count</th><th>rule</th>"
+                f"<th>what</th><th>signature</th><th>examples</th></tr></thead><tbody>{body}</tbody></table></section>\n")
+    lines = [f"summary: {head}"]
+    for g in groups:
+        more = f" (+{len(g.members) - EXAMPLES} more)" if len(g.members) > EXAMPLES else ""
+        lines.append(f"  {len(g.members):5d}  {g.rule}  [{g.signature}]  {g.first_guide_line}")
+        lines.append(f"         e.g. {', '.join(g.members[:EXAMPLES])}{more}")
+    return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;")
