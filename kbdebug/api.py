@@ -16,7 +16,8 @@ from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
 from kbdebug.render import fill
-from kbdebug.scan import Region, Scanner, scan_path, scan_text
+from kbdebug.render.evidence import keep_context
+from kbdebug.scan import Region, Scanner, iter_lines, scan_path, scan_text
 
 _PKG_DIR = str(Path(__file__).resolve().parent)
 
@@ -24,7 +25,9 @@ _PKG_DIR = str(Path(__file__).resolve().parent)
 def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
     kb = load_kb(kb_dirs)
     records = parse_regions(regions)
-    return fill(diagnose_records(records, kb, source), kb)
+    diag = diagnose_records(records, kb, source)
+    keep_context(diag, ((ln.no, ln.text) for ln in iter_lines(regions)))
+    return fill(diag, kb)
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -60,8 +63,10 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
         parts.append(captured)
     parts.append("".join(traceback.format_exception(exc)))
     kb = load_kb(kb_dirs)
-    records = parse_regions(scan_text("\n".join(parts)))
+    regions = scan_text("\n".join(parts))
+    records = parse_regions(regions)
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
+    keep_context(diag, ((ln.no, ln.text) for ln in iter_lines(regions)))
     _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
     return fill(diag, kb)
 

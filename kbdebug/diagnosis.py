@@ -30,12 +30,16 @@ class Incident(BaseModel):
     first_line: int = 0
     device_evidence: bool = False
     verification: list[dict[str, Any]] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
 
 
 class Diagnosis(BaseModel):
     source: str = "-"
     incidents: list[Incident] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # The scanned log lines near each incident's records (line number -> text), so a report can
+    # show the evidence in context; not part of the JSON contract.
+    lines: dict[int, str] = Field(default_factory=dict)
 
     @property
     def root(self) -> Incident | None:
@@ -47,7 +51,7 @@ class Diagnosis(BaseModel):
         return render([self], fmt, color=color)
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"incidents": {"__all__": {"first_line", "device_evidence"}}})
+        return self.model_dump(mode="json", exclude={"lines": True, "incidents": {"__all__": {"first_line", "device_evidence", "references"}}})
 
     def verify(self, **tensors: Any) -> Diagnosis:
         """Run the checks each incident's rule names on the user's own tensors (needs torch).

@@ -14,6 +14,9 @@ from kbdebug._cache import cache_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
+from kbdebug.render import markup
+from kbdebug.render.evidence import evidence, split_highlight
+from kbdebug.render.tensors import tensor_rows
 
 FORMATS = ("text", "markdown", "json", "html")
 SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
@@ -94,6 +97,7 @@ def fill_incident(inc: Incident, rule: Rule) -> None:
         inc.facts.setdefault(key, fill_text(tmpl, ctx))
     inc.guide = {key: fill_text(getattr(rule.guide, key), ctx) for key, _ in SECTIONS}
     inc.commands = [fill_text(c, ctx) for c in rule.commands]
+    inc.references = list(rule.references)
     inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)
 
 
@@ -107,12 +111,20 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False) -> st
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _env().get_template(f"{fmt}.j2")
     style = _Style(color)
-    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows)
+    guide_text = markup.to_terminal if color else markup.to_plain
+    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows, evidence=evidence,
+                           split=split_highlight, tensor_rows=tensor_rows, md_html=markup.to_html,
+                           md_inline_html=markup.to_html_inline, guide_text=guide_text)
+
+
+_TABLES = ("frame_tensors",)  # facts shown as their own table, not as a row
 
 
 def _fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
     rows = []
     for key, val in facts.items():
+        if key in _TABLES:
+            continue
         if val is None or val == "" or isinstance(val, bool):
             continue
         if isinstance(val, list):
