@@ -80,7 +80,7 @@ def _collapse(rows: list[EvidenceLine]) -> list[EvidenceLine]:
             out.append(rows[i + 1])
             rest = rows[i + 2:j]
             what = "assert" if "Assertion" in row.text else "similar"
-            blocks = [int(m.group(1)) for r in rest if (m := _BLOCK.search(r.text))]
+            blocks = [int(m.group(1)) for r in rows[i:j] if (m := _BLOCK.search(r.text))]
             span = f", blocks [{min(blocks)}..{max(blocks)}]" if blocks else ""
             out.append(EvidenceLine(None, f"… {len(rest)} more {what} lines{span}"))
         elif j - i == 2:
