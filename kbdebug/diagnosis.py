@@ -51,7 +51,8 @@ class Diagnosis(BaseModel):
         return render([self], fmt, color=color)
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"lines": True, "incidents": {"__all__": {"first_line", "device_evidence", "references"}}})
+        hidden = {"first_line", "device_evidence", "references"}
+        return self.model_dump(mode="json", exclude={"lines": True, "incidents": {"__all__": hidden}})
 
     def verify(self, **tensors: Any) -> Diagnosis:
         """Run the checks each incident's rule names on the user's own tensors (needs torch).
