@@ -17,7 +17,8 @@ from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.parse import parse_regions
-from kbdebug.scan import Region, Scanner, scan_path, scan_text
+from kbdebug.render.evidence import keep_context
+from kbdebug.scan import Region, Scanner, iter_lines, scan_path, scan_text
 from kbdebug.signature import sign
 
 
@@ -27,7 +28,9 @@ def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Pat
     adds what the caller knows (the command's `script`); both decide which commands are offered."""
     kb = load_kb(kb_dirs)
     records = parse_regions(regions)
-    return sign(advise(diagnose_records(records, kb, source), kb, origin, facts))
+    diag = diagnose_records(records, kb, source)
+    keep_context(diag, ((ln.no, ln.text) for ln in iter_lines(regions)))
+    return sign(advise(diag, kb, origin, facts))
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -63,9 +66,11 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
         parts.append(captured)
     parts.append("".join(traceback.format_exception(exc)))
     kb = load_kb(kb_dirs)
-    records = parse_regions(scan_text("\n".join(parts)))
+    regions = scan_text("\n".join(parts))
+    records = parse_regions(regions)
     _add_frame_shapes(records, exc)
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
+    keep_context(diag, ((ln.no, ln.text) for ln in iter_lines(regions)))
     _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
     return sign(advise(diag, kb, "script", _live_facts()))
 

@@ -35,12 +35,16 @@ class Incident(BaseModel):
     first_line: int = 0
     device_evidence: bool = False
     verification: list[dict[str, Any]] = []
+    references: list[str] = []
 
 
 class Diagnosis(BaseModel):
     source: str = "-"
     incidents: list[Incident] = []
     notes: list[str] = []
+    # The scanned log lines near each incident's records (line number -> text), so a report can
+    # show the evidence in context; not part of the JSON contract.
+    lines: dict[int, str] = {}
     # What diagnose(exc) found on the failing line (tensors, literal settings): not part of the JSON.
     _inputs: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -59,7 +63,8 @@ class Diagnosis(BaseModel):
         return render([self], fmt, color=color)
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"incidents": {"__all__": {"first_line", "device_evidence"}}})
+        hidden = {"first_line", "device_evidence", "references"}
+        return self.model_dump(mode="json", exclude={"lines": True, "incidents": {"__all__": hidden}})
 
     def verify(self, **tensors: Any) -> Diagnosis:
         """Run the checks each incident's rule names on the user's own tensors (needs torch).

@@ -17,6 +17,9 @@ from kbdebug._cache import private_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
+from kbdebug.render import markup
+from kbdebug.render.evidence import evidence, split_highlight
+from kbdebug.render.tensors import tensor_rows
 
 FORMATS = ("text", "markdown", "json", "html")
 SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
@@ -55,6 +58,7 @@ def _env() -> jinja2.Environment:
     )
     env.filters["md_inline"] = _md_inline
     env.filters["md_code"] = md_code
+    env.globals["md_fence"] = md_fence
     return env
 
 
@@ -72,10 +76,17 @@ def _guide_value(value: Any) -> Any:
     return value.replace("`", "\u02cb") if isinstance(value, str) else value
 
 
-def md_code(value: Any) -> str:
+def md_fence(rows: list[Any]) -> str:
+    """A code-block fence longer than any backtick run in the log lines it holds (at least ```)."""
+    runs = [len(run) for row in rows for run in re.findall(r"`+", str(getattr(row, "text", row)))]
+    return "`" * max(3, max(runs, default=0) + 1)
+
+
+def md_code(value: Any, table: bool = False) -> str:
     """A log-derived value as a Markdown code span whose fence is longer than any backtick run inside it,
     so `<details>`, `<img>` or backticks in a message show as text wherever the report is pasted."""
-    text = " ".join(str(value).split()).replace("|", "\\|")
+    text = " ".join(str(value).split())
+    text = text.replace("|", "\\|") if table else text  # a table cell ends at a bare pipe, even in a code span
     if not text:
         return ""
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
@@ -113,6 +124,7 @@ def fill_incident(inc: Incident, rule: Rule) -> None:
         inc.facts.setdefault(key, fill_text(tmpl, ctx))
     inc.guide = {key: fill_text(getattr(rule.guide, key), ctx) for key, _ in SECTIONS}
     inc.commands = [fill_text(c, ctx) for c in rule.commands]
+    inc.references = list(rule.references)
     inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)
 
 
@@ -132,12 +144,20 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _env().get_template(f"{fmt}.j2")
     style = _Style(color)
-    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows, width=max(width, 40))
+    guide_text = (lambda text: markup.to_terminal(text, max(width, 40) - 2)) if color else markup.to_plain
+    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows, evidence=evidence,
+                           split=split_highlight, tensor_rows=tensor_rows, md_html=markup.to_html,
+                           md_inline_html=markup.to_html_inline, guide_text=guide_text, width=max(width, 40))
+
+
+_TABLES = ("frame_tensors",)  # facts shown as their own table, not as a row
 
 
 def _fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
     rows = []
     for key, val in facts.items():
+        if key in _TABLES:
+            continue
         if val is None or val == "" or isinstance(val, bool):
             continue
         if isinstance(val, list):

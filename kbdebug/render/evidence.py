@@ -1,0 +1,130 @@
+"""The log lines behind an incident: the decisive line highlighted, a few lines of context, repeats collapsed.
+
+A diagnosis is trusted at a glance when the reader sees the kernel assert or the exception line
+itself, with its line number, not a list of numbers. Records keep their own raw text; the lines
+around them come from `Diagnosis.lines` (kept where the diagnosis is assembled, see
+`keep_context`), so a diagnosis built without them still shows each record's own lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kbdebug.diagnosis import Diagnosis, Incident
+
+CONTEXT = 2  # lines shown before and after each record
+MAX_SHOWN = 14  # lines of one record shown before the rest is summarised
+_DIGITS = re.compile(r"\d+")
+_BLOCK = re.compile(r"block: \[(\d+)")
+
+
+@dataclass
+class EvidenceLine:
+    """One row of an evidence block: a numbered log line, or (no=None) a note that lines were collapsed."""
+
+    no: int | None
+    text: str
+    decisive: bool = False
+    highlight: str = ""  # the decisive part of the line; empty: the whole line
+
+
+def keep_context(diag: Diagnosis, lines: Iterable[tuple[int, str]]) -> Diagnosis:
+    """Keep the scanned lines near each incident's records, so renderers can show them in context."""
+    wanted: set[int] = set()
+    for inc in diag.incidents:
+        for rec in inc.records:
+            last = min(rec.last_line or rec.first_line, rec.first_line + MAX_SHOWN)
+            wanted.update(range(rec.first_line - CONTEXT, last + CONTEXT + 1))
+            wanted.update(range((rec.last_line or rec.first_line) - CONTEXT, (rec.last_line or rec.first_line) + CONTEXT + 1))
+    for no, text in lines:
+        if no in wanted:
+            diag.lines[no] = text
+    return diag
+
+
+def _shape(text: str) -> str:
+    return _DIGITS.sub("#", text)
+
+
+def _decisive_line(kind: str, first: int, last: int, own: dict[int, str]) -> int:
+    """The kernel assert's first line, a traceback's closing `Type: message` line, else the first line."""
+    if kind == "exception":
+        for no in range(last, first - 1, -1):
+            if re.match(r"\s*[\w.]+(?:Error|Exception|Exit|Interrupt)\b.*:", own.get(no, "")):
+                return no
+        return last
+    return first
+
+
+def _highlight(text: str, facts: dict) -> str:
+    for key in ("assertion", "error_message", "cuda_error", "category"):
+        val = facts.get(key)
+        if isinstance(val, str) and val and val in text:
+            return val
+    return ""
+
+
+def _collapse(rows: list[EvidenceLine]) -> list[EvidenceLine]:
+    """Runs of lines that differ only in their numbers (one assert per thread) become one note."""
+    out: list[EvidenceLine] = []
+    i = 0
+    while i < len(rows):
+        row = rows[i]
+        out.append(row)
+        j = i + 1
+        while j < len(rows) and rows[j].no is not None and _shape(rows[j].text) == _shape(row.text):
+            j += 1
+        if j - i > 2:
+            out.append(rows[i + 1])
+            rest = rows[i + 2:j]
+            what = "assert" if "Assertion" in row.text else "similar"
+            blocks = [int(m.group(1)) for r in rows[i:j] if (m := _BLOCK.search(r.text))]
+            span = f", blocks [{min(blocks)}..{max(blocks)}]" if blocks else ""
+            out.append(EvidenceLine(None, f"… {len(rest)} more {what} lines{span}"))
+        elif j - i == 2:
+            out.append(rows[i + 1])
+        i = j
+    return out
+
+
+def evidence(inc: Incident, lines: dict[int, str]) -> list[list[EvidenceLine]]:
+    """One block of rows per distinct record, in log order."""
+    blocks: list[list[EvidenceLine]] = []
+    seen: set[int] = set()
+    for rec in sorted(inc.records, key=lambda r: r.first_line):
+        if rec.first_line in seen or rec.first_line <= 0:
+            continue
+        seen.add(rec.first_line)
+        first, last = rec.first_line, max(rec.last_line, rec.first_line)
+        own = dict(lines)
+        for k, text in enumerate(rec.raw.split("\n")):
+            own.setdefault(first + k, text)
+        decisive = _decisive_line(rec.kind, first, last, own)
+        rows = [EvidenceLine(no, own[no]) for no in range(first - CONTEXT, first) if no in own]
+        body = [EvidenceLine(no, own[no]) for no in range(first, last + 1) if no in own]
+        collapsed = _collapse(body)
+        if len(collapsed) > MAX_SHOWN:
+            keep = [r for r in collapsed[:MAX_SHOWN - 3]]
+            tail = [r for r in collapsed if r.no == decisive and r not in keep] + collapsed[-2:]
+            skipped = len(collapsed) - len(keep) - len(tail)
+            collapsed = keep + [EvidenceLine(None, f"… {skipped} more lines")] + [r for r in tail if r not in keep]
+        rows += collapsed
+        rows += [EvidenceLine(no, own[no]) for no in range(last + 1, last + CONTEXT + 1) if no in own]
+        for row in rows:
+            if row.no == decisive:
+                row.decisive = True
+                row.highlight = _highlight(row.text, inc.facts)
+        blocks.append(rows)
+    return blocks
+
+
+def split_highlight(row: EvidenceLine) -> tuple[str, str, str]:
+    """(before, decisive part, after) of a row's text, for renderers that mark the part."""
+    if not row.decisive:
+        return row.text, "", ""
+    if not row.highlight:
+        return "", row.text, ""
+    head, _, tail = row.text.partition(row.highlight)
+    return head, row.highlight, tail
