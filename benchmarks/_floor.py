@@ -41,7 +41,7 @@ def cli() -> None:
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
     @app.command()
-    def explain(path: str, format: Annotated[str, typer.Option("--format")] = "text") -> None:  # noqa: A002
+    def explain(path: str, format: Annotated[str, typer.Option("--format")] = "text") -> None:
         typer.echo(work(path, format))
 
     @app.command()

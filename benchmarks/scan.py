@@ -23,7 +23,7 @@ from pathlib import Path
 ERROR = (
     "/pytorch/aten/src/ATen/native/cuda/NLLLoss2d.cu:103: nll_loss2d_forward_kernel: block: [17,0,0], "
     "thread: [96,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
-    "Traceback (most recent call last):\n  File \"train.py\", line 151, in main\n    running_loss += loss.item()\n"
+    'Traceback (most recent call last):\n  File "train.py", line 151, in main\n    running_loss += loss.item()\n'
     "RuntimeError: CUDA error: device-side assert triggered\n"
 )
 GREP_PATTERN = ["-e", "rror", "-e", "ssert", "-e", "=====", "-e", "Warn", "-e", "NCCL"]
@@ -38,11 +38,14 @@ def build(path: Path, mb: int) -> None:
             bar = f"{'#' * (i % 30):<30}"
             lines.append(f"Epoch {i % 50}: {i % 100}%|{bar}| {i}/500150 [6:28:43<94:39:17, 1.37it/s, loss={rnd.random():.4f}]\r")
         elif r < 0.9:
-            lines.append(f"2024-01-01 12:00:{i % 60:02d},593 INFO trainer.py:{i % 400} step {i} "
-                         f"loss {rnd.random():.5f} grad_norm {rnd.random() * 10:.3f}\n")
+            lines.append(
+                f"2024-01-01 12:00:{i % 60:02d},593 INFO trainer.py:{i % 400} step {i} "
+                f"loss {rnd.random():.5f} grad_norm {rnd.random() * 10:.3f}\n"
+            )
         else:
-            lines.append(f"[rank{i % 8}]: iteration {i} | consumed samples {i * 32} | "
-                         f"elapsed time per iteration (ms): {rnd.random() * 900:.1f} |\n")
+            lines.append(
+                f"[rank{i % 8}]: iteration {i} | consumed samples {i * 32} | elapsed time per iteration (ms): {rnd.random() * 900:.1f} |\n"
+            )
     block = "".join(lines).encode()
     target = mb * 1_000_000
     with open(path, "wb") as fh:
@@ -51,13 +54,15 @@ def build(path: Path, mb: int) -> None:
             fh.write(block)
             written += len(block)
         fh.write(ERROR.encode())
-        fh.write(block[: 50_000])
+        fh.write(block[:50_000])
 
 
 def build_cr(path: Path, mb: int) -> None:
     """Only `\r` redraws, no newline until the error."""
-    chunk = b"".join(b"Epoch 1: %3d%%|%-30s| %d/500 [00:%02d<01:00, 1.37it/s, loss=0.%04d]\r" % (i % 100, b"#" * (i % 30), i, i % 60, i)
-                     for i in range(20000))
+    chunk = b"".join(
+        b"Epoch 1: %3d%%|%-30s| %d/500 [00:%02d<01:00, 1.37it/s, loss=0.%04d]\r" % (i % 100, b"#" * (i % 30), i, i % 60, i)
+        for i in range(20000)
+    )
     _fill(path, mb, chunk)
 
 
@@ -102,17 +107,21 @@ def main() -> int:
             kb_s, _ = timed([sys.executable, "-m", "kbdebug", "explain", "-q", "--format", "json", str(path)])
             rss = _peak_rss(path)
             size = os.path.getsize(path) / 1e6
-            print(f"{kind:5s} {size:7.0f} MB  grep -c {grep_s:6.2f} s  kbdebug {kb_s:6.2f} s  ratio {kb_s / grep_s:5.2f}x  "
-                  f"{kb_s * 1000 / size:5.2f} ms/MB  peak RSS {rss / 1024:6.1f} MB (target < 150 MB)")
+            print(
+                f"{kind:5s} {size:7.0f} MB  grep -c {grep_s:6.2f} s  kbdebug {kb_s:6.2f} s  ratio {kb_s / grep_s:5.2f}x  "
+                f"{kb_s * 1000 / size:5.2f} ms/MB  peak RSS {rss / 1024:6.1f} MB (target < 150 MB)"
+            )
             path.unlink()
     return 0
 
 
 def _peak_rss(path: Path) -> int:
-    code = (f"import resource,runpy,sys; sys.argv=['kbdebug','explain','-q','--format','json',{str(path)!r}]\n"
-            "try:\n  runpy.run_module('kbdebug', run_name='__main__')\nexcept SystemExit: pass\n"
-            "print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-            " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss), file=sys.stderr)")  # grep is a child
+    code = (
+        f"import resource,runpy,sys; sys.argv=['kbdebug','explain','-q','--format','json',{str(path)!r}]\n"
+        "try:\n  runpy.run_module('kbdebug', run_name='__main__')\nexcept SystemExit: pass\n"
+        "print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+        " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss), file=sys.stderr)"
+    )  # grep is a child
     proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return int(proc.stderr.strip().splitlines()[-1])
 

@@ -45,8 +45,14 @@ def private_dir(*parts: str) -> Path | None:
         return None
 
 
-def cached(name: str, key: str, kind: type[T], build: Callable[[], T], dumps: Callable[[T], bytes] | None = None,
-           loads: Callable[[bytes], object] | None = None) -> T:
+def cached(
+    name: str,
+    key: str,
+    kind: type[T],
+    build: Callable[[], T],
+    dumps: Callable[[T], bytes] | None = None,
+    loads: Callable[[bytes], object] | None = None,
+) -> T:
     """`build()`'s value, kept in `<cache_dir>/<name>-<key>.pickle` between runs."""
     where = cache_dir()
     if where is None:
@@ -57,7 +63,7 @@ def cached(name: str, key: str, kind: type[T], build: Callable[[], T], dumps: Ca
             loaded = (loads or pickle.loads)(path.read_bytes())
             if isinstance(loaded, kind):
                 return loaded
-    except Exception:  # noqa: BLE001 - a missing or damaged entry is rebuilt
+    except Exception:
         pass
     value = build()
     try:
@@ -69,6 +75,6 @@ def cached(name: str, key: str, kind: type[T], build: Callable[[], T], dumps: Ca
         with os.fdopen(fd, "wb") as fh:
             fh.write(dumps(value) if dumps else pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(tmp, path)
-    except Exception:  # noqa: BLE001 - a read-only home still gets a working value
+    except Exception:
         pass
     return value

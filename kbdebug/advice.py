@@ -31,8 +31,17 @@ from kbdebug.records import PyException
 ORIGINS = ("log", "script", "notebook", "run", "rerun")
 _NOTEBOOK_FILE = re.compile(r"^(?:Cell In\s*\[|<ipython-input-)|[\\/]ipykernel_\d+[\\/]")
 _PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
-_CUDA_FACTS = ("cuda_error", "kernel_file", "tool", "cublas_status", "cudnn_status", "nccl_event", "gpu_index",
-               "tried_to_allocate", "device_capability")
+_CUDA_FACTS = (
+    "cuda_error",
+    "kernel_file",
+    "tool",
+    "cublas_status",
+    "cudnn_status",
+    "nccl_event",
+    "gpu_index",
+    "tried_to_allocate",
+    "device_capability",
+)
 
 # What a command needs to be of any help, by the tool it runs.
 NEEDS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
@@ -54,7 +63,7 @@ def libraries(files: list[str]) -> list[str]:
 
 
 def device_of(inc: Incident, device_side: bool = False) -> str | None:
-    """"cuda" on any GPU evidence; "cpu" when the failing line's tensors are all on the CPU, or when
+    """ "cuda" on any GPU evidence; "cpu" when the failing line's tensors are all on the CPU, or when
     the rule is a device-side one (its CUDA form is a kernel assert or CUDA error) and the incident
     holds only the readable exception its CPU form raises; None (unknown) otherwise: a shape error
     reads the same on either device."""

@@ -22,8 +22,9 @@ from kbdebug.scan import Region, Scanner, iter_lines, scan_path, scan_text
 from kbdebug.signature import sign
 
 
-def diagnose_regions(regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *,
-                     origin: str = "log", facts: dict[str, Any] | None = None) -> Diagnosis:
+def diagnose_regions(
+    regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *, origin: str = "log", facts: dict[str, Any] | None = None
+) -> Diagnosis:
     """`origin` says where the text came from ("log", "run", "rerun"; see kbdebug.advice), `facts`
     adds what the caller knows (the command's `script`); both decide which commands are offered."""
     kb = load_kb(kb_dirs)
@@ -43,8 +44,7 @@ def explain(path: str | Path, *, kb_dirs: list[Path] | None = None) -> Diagnosis
     return diagnose_regions(scan_path(path), str(path), kb_dirs)
 
 
-def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None,
-             kb_dirs: list[Path] | None = None) -> Diagnosis:
+def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, kb_dirs: list[Path] | None = None) -> Diagnosis:
     """Diagnose a live exception.
 
     `log` is extra output to read with it: text, or a path to a log file. Inside
@@ -177,8 +177,7 @@ def _frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str
     for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
         val = frame.f_locals.get(name)
         if isinstance(val, torch.Tensor):
-            info: dict[str, Any] = {"shape": list(val.shape), "dtype": str(val.dtype).replace("torch.", ""),
-                                    "device": str(val.device)}
+            info: dict[str, Any] = {"shape": list(val.shape), "dtype": str(val.dtype).replace("torch.", ""), "device": str(val.device)}
             if values and val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
                 try:
                     info["min"], info["max"] = _num(val.min().item()), _num(val.max().item())

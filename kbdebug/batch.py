@@ -26,8 +26,9 @@ def expand(args: list[str]) -> list[str]:
         if arg == "-":
             out.append(arg)
         elif os.path.isdir(arg):
-            out += sorted(str(p) for p in Path(arg).rglob("*")
-                          if p.is_file() and not any(part.startswith(".") for part in p.relative_to(arg).parts))
+            out += sorted(
+                str(p) for p in Path(arg).rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(arg).parts)
+            )
         elif any(ch in arg for ch in "*?[") and not os.path.exists(arg):
             out += sorted(p for p in glob.glob(arg, recursive=True) if os.path.isfile(p))
         else:
@@ -42,8 +43,9 @@ def _diagnose_file(args: tuple[str, list[Path] | None]) -> Diagnosis:
     return explain(path, kb_dirs=kb_dirs)
 
 
-def diagnose_files(paths: list[str], kb_dirs: list[Path] | None = None, jobs: int | None = None,
-                   progress: Callable[[int], None] | None = None) -> Iterator[Diagnosis]:
+def diagnose_files(
+    paths: list[str], kb_dirs: list[Path] | None = None, jobs: int | None = None, progress: Callable[[int], None] | None = None
+) -> Iterator[Diagnosis]:
     """Each file's diagnosis, in the order given, as soon as it and those before it are done."""
     workers = min(jobs or os.cpu_count() or 1, MAX_WORKERS)
     work = [(p, kb_dirs) for p in paths]

@@ -12,7 +12,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from kbdebug import __version__
+from kbdebug._version import __version__
 from kbdebug.term import output_width, use_color
 
 
@@ -31,8 +31,13 @@ class ParseFormat(StrEnum):
 
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False, context_settings=_CONTEXT,
-                  help="Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide.")
+app = typer.Typer(
+    add_completion=True,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings=_CONTEXT,
+    help="Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide.",
+)
 rules_app = typer.Typer(no_args_is_help=True, context_settings=_CONTEXT, help="List, show and lint the rule knowledge base.")
 app.add_typer(rules_app, name="rules")
 
@@ -47,8 +52,9 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
+def _main(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
     """Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide."""
 
 
@@ -151,8 +157,11 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
             for diag in _each(paths, quiet, kb, diagnose_files):
                 diags.append(diag)
                 tick(len(diags))
-                sys.stdout.write(json.dumps({"schema_version": JSON_SCHEMA_VERSION, **diag.to_json()}, ensure_ascii=False) + "\n"
-                                 if fmt == Format.json else render([diag], fmt.value, color=color, width=width))
+                sys.stdout.write(
+                    json.dumps({"schema_version": JSON_SCHEMA_VERSION, **diag.to_json()}, ensure_ascii=False) + "\n"
+                    if fmt == Format.json
+                    else render([diag], fmt.value, color=color, width=width)
+                )
                 sys.stdout.flush()
         except (InputError, RuleFileError, OSError) as exc:
             _fail(str(exc))
@@ -178,7 +187,9 @@ class _progress:
     """rich's progress bar on a terminal for long runs (stderr, so stdout stays the report); nothing otherwise."""
 
     def __init__(self, total: int) -> None:
-        self.total, self.bar, self.task = total, None, None
+        self.total = total
+        self.bar: Any = None
+        self.task: Any = None
 
     def __enter__(self) -> Any:
         if self.total >= 20 and sys.stderr.isatty():
@@ -197,13 +208,20 @@ class _progress:
         if self.bar is not None:
             self.bar.stop()
 
+
 @app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 def run_cmd(
     cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
-    rerun: Annotated[bool | None, typer.Option("--rerun/--no-rerun",
-                     help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY).")] = None,
-    sanitizer: Annotated[str | None, typer.Option("--sanitizer", metavar="TOOL",
-                         help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck.")] = None,
+    rerun: Annotated[
+        bool | None,
+        typer.Option(
+            "--rerun/--no-rerun", help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY)."
+        ),
+    ] = None,
+    sanitizer: Annotated[
+        str | None,
+        typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
+    ] = None,
     save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
     fmt: FormatOption = Format.text,
     kb: KbOption = None,
@@ -259,29 +277,34 @@ def run_cmd(
     if not diag.incidents:
         if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
             hint = exit_hint(first.returncode)
-            out.write(f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause"
-                      + (f": {hint}" if hint else "") + "\n")
+            out.write(
+                f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause"
+                + (f": {hint}" if hint else "")
+                + "\n"
+            )
     else:
         out.write(render([diag], fmt.value, color=color, width=width))
     out.flush()
     if not sanitizer and needs_rerun(diag):
         if rerun is None and stderr_is_interactive():
-            rerun = typer.confirm("kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?",
-                                  default=True, err=True)
+            rerun = typer.confirm("kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True)
         if rerun:
             out.write("\nkbdebug: re-running with " + " ".join(f"{k}={v}" for k, v in RERUN_ENV.items()) + "\n")
             out.flush()
             second = run_once(cmd, child_env(RERUN_ENV), save, "run2")
-            diag2 = diagnose_regions(second.regions, source=source + " (CUDA_LAUNCH_BLOCKING=1)", kb_dirs=kb,
-                                     origin="rerun", facts=_run_facts(cmd))
+            diag2 = diagnose_regions(
+                second.regions, source=source + " (CUDA_LAUNCH_BLOCKING=1)", kb_dirs=kb, origin="rerun", facts=_run_facts(cmd)
+            )
             results.append((second, diag2))
             out.write(_compare(diag, diag2) + "\n")
             if diag2.incidents:
                 out.write(render([diag2], fmt.value, color=color, width=width))
             out.flush()
         elif rerun is None:
-            out.write("kbdebug: the error was reported asynchronously; `kbdebug run --rerun -- ...` re-runs it "
-                      "with CUDA_LAUNCH_BLOCKING=1 to find the line\n")
+            out.write(
+                "kbdebug: the error was reported asynchronously; `kbdebug run --rerun -- ...` re-runs it "
+                "with CUDA_LAUNCH_BLOCKING=1 to find the line\n"
+            )
     if save is not None:
         write_summary(save, cmd, results)
         out.write(f"kbdebug: logs and diagnosis.json saved in {save}\n")
@@ -290,6 +313,7 @@ def run_cmd(
 
 def _compare(first, second) -> str:
     """One paragraph: where the first run surfaced the error and where the blocking run located it."""
+
     def where(d) -> str:
         r = d.root
         if r is None:
@@ -337,11 +361,10 @@ def rules_list(kb: KbOption = None) -> None:
 
 
 @rules_app.command("show")
-def rules_show(rule_id: Annotated[str, typer.Argument(metavar="RULE_ID")], kb: KbOption = None,
-               fmt: FormatOption = Format.text) -> None:
+def rules_show(rule_id: Annotated[str, typer.Argument(metavar="RULE_ID")], kb: KbOption = None, fmt: FormatOption = Format.text) -> None:
     """Show what a rule matches, its examples, and its guide rendered on its first positive example."""
+    from kbdebug.authoring.show import show_rule
     from kbdebug.kb import RuleFileError, load_kb
-    from kbdebug.kb.show import show_rule
 
     try:
         base = load_kb(kb)
@@ -356,7 +379,7 @@ def rules_show(rule_id: Annotated[str, typer.Argument(metavar="RULE_ID")], kb: K
 @rules_app.command("lint")
 def rules_lint(directory: Annotated[Path, typer.Argument(metavar="DIR", help="A directory of rule files (*.toml).")]) -> None:
     """Check every rule file in DIR and list every problem (file: field: sentence); exit 1 if any."""
-    from kbdebug.kb.lint import lint_directory
+    from kbdebug.authoring.lint import lint_directory
 
     problems = lint_directory(directory)
     for p in problems:

@@ -48,7 +48,7 @@ class _Bounded:
             tail = b"".join(self.tail)
             if self.tail_size > self.tail_cap:  # trim to the cap at a line start
                 cut = tail.find(b"\n", self.tail_size - self.tail_cap)
-                tail = tail[cut + 1:] if cut >= 0 else tail[-self.tail_cap:]
+                tail = tail[cut + 1 :] if cut >= 0 else tail[-self.tail_cap :]
             if self.dropped or len(tail) < self.tail_size:
                 return bytes(self.head) + b"\n[... kbdebug: output elided ...]\n" + tail
             return bytes(self.head) + tail
@@ -60,7 +60,7 @@ def write_all(fd: int, data: bytes) -> bool:
     view = memoryview(data)
     while view:
         try:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         except InterruptedError:
             continue
         except OSError:

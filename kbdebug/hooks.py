@@ -37,10 +37,10 @@ def report(exc: BaseException, stream: TextIO | None = None, compact: bool | Non
             stream.write("\n" + diag.render("text", color=use_color(stream)))
         stream.flush()
         return True
-    except Exception as err:  # noqa: BLE001 - last-resort reporting must not mask the crash
+    except Exception as err:
         try:
             stream.write(f"kbdebug: could not diagnose this exception ({type(err).__name__}: {err})\n")
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         return False
 
@@ -91,8 +91,7 @@ def uninstall() -> None:
 
 
 # -- IPython: `%load_ext kbdebug` ---------------------------------------------------------------
-def _ipython_handler(shell: Any, etype: type[BaseException], evalue: BaseException, tb: TracebackType,
-                     tb_offset: int | None = None) -> Any:
+def _ipython_handler(shell: Any, etype: type[BaseException], evalue: BaseException, tb: TracebackType, tb_offset: int | None = None) -> Any:
     shell.showtraceback((etype, evalue, tb), tb_offset=tb_offset)
     report(evalue, sys.stdout)  # a notebook shows stdout in the cell's output
     return None

@@ -55,9 +55,14 @@ class KernelAssert(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | {
-            "kernel_file": self.kernel_file, "kernel_line": self.kernel_line, "assertion": self.condition,
-            "kernel_path": self.path, "kernel_function": self.function, "assert_lines": self.count,
-            "distinct_blocks": self.distinct_blocks, "distinct_threads": self.distinct_threads,
+            "kernel_file": self.kernel_file,
+            "kernel_line": self.kernel_line,
+            "assertion": self.condition,
+            "kernel_path": self.path,
+            "kernel_function": self.function,
+            "assert_lines": self.count,
+            "distinct_blocks": self.distinct_blocks,
+            "distinct_threads": self.distinct_threads,
         }
         if self.block is not None:
             f["first_block"] = list(self.block)
@@ -263,8 +268,19 @@ class SanitizerReport(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | {"tool": self.tool, "check": self.check, "category": self.category}
-        f |= self._fields("memory_space", "access", "access_size_bytes", "address", "address_phrase", "allocation",
-                          "hazard_type", "hazards", "api_error", "api_call", "severity")
+        f |= self._fields(
+            "memory_space",
+            "access",
+            "access_size_bytes",
+            "address",
+            "address_phrase",
+            "allocation",
+            "hazard_type",
+            "hazards",
+            "api_error",
+            "api_call",
+            "severity",
+        )
         if self.function is not None:
             f["kernel_name"] = self.function
         if self.pc is not None:
@@ -310,8 +326,19 @@ class Oom(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | self._fields(
-            "tried_to_allocate", "total_capacity", "free", "gpu_index", "already_allocated", "reserved_in_total", "cached",
-            "allowed", "process_memory_in_use", "allocated_by_pytorch", "reserved_but_unallocated", "private_pools")
+            "tried_to_allocate",
+            "total_capacity",
+            "free",
+            "gpu_index",
+            "already_allocated",
+            "reserved_in_total",
+            "cached",
+            "allowed",
+            "process_memory_in_use",
+            "allocated_by_pytorch",
+            "reserved_but_unallocated",
+            "private_pools",
+        )
         if self.exc_type:
             f["error_type"] = self.exc_type
         return f
@@ -344,8 +371,7 @@ class NcclEvent(Record):
     nccl_error: str | None = None
 
     def facts(self) -> dict[str, Any]:
-        return super().facts() | self._fields("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error") | {
-            "nccl_event": self.event}
+        return super().facts() | self._fields("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error") | {"nccl_event": self.event}
 
 
 class ElasticFailure(Record):
@@ -402,12 +428,25 @@ class ArchWarning(Record):
     supported_archs: list[str] = []
 
     def facts(self) -> dict[str, Any]:
-        return super().facts() | {"gpu_name": self.gpu_name, "device_capability": self.device_capability,
-                                  "supported_archs": self.supported_archs}
+        return super().facts() | {
+            "gpu_name": self.gpu_name,
+            "device_capability": self.device_capability,
+            "supported_archs": self.supported_archs,
+        }
 
 
 AnyRecord = Annotated[
-    KernelAssert | PyException | CudaError | CppException | SanitizerReport | SanitizerSummary
-    | Oom | LibraryError | NcclEvent | ElasticFailure | TorchMessage | ArchWarning,
+    KernelAssert
+    | PyException
+    | CudaError
+    | CppException
+    | SanitizerReport
+    | SanitizerSummary
+    | Oom
+    | LibraryError
+    | NcclEvent
+    | ElasticFailure
+    | TorchMessage
+    | ArchWarning,
     Field(discriminator="kind"),
 ]

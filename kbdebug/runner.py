@@ -25,8 +25,7 @@ from kbdebug.scan import Region, Scanner
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
-FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
-                  if hasattr(signal, n))
+FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
 PIPE_GRACE = 2.0  # seconds to drain the pipes after the child exits
 MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
 
@@ -67,8 +66,10 @@ def sanitizer_command(tool: str, cmd: list[str]) -> list[str]:
         raise RunError(f"unknown sanitizer tool {tool!r}; choose from {', '.join(SANITIZER_TOOLS)}")
     exe = find_sanitizer()
     if exe is None:
-        raise RunError("compute-sanitizer is not on PATH; it ships with the CUDA toolkit "
-                       "(e.g. /usr/local/cuda/bin): install the toolkit or add its bin/ to PATH")
+        raise RunError(
+            "compute-sanitizer is not on PATH; it ships with the CUDA toolkit "
+            "(e.g. /usr/local/cuda/bin): install the toolkit or add its bin/ to PATH"
+        )
     return [exe, "--tool", tool, *cmd]
 
 
@@ -79,8 +80,7 @@ class _Pump(threading.Thread):
     the child has exited but a grandchild still holds the pipe open.
     """
 
-    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[IO[bytes]],
-                 lock: threading.Lock) -> None:
+    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[IO[bytes]], lock: threading.Lock) -> None:
         super().__init__(daemon=True)
         self.src, self.dest_fd, self.feed, self.saves, self.lock = src, dest_fd, feed, saves, lock
         self.echo = True
@@ -131,8 +131,9 @@ def _keyboard_signal_reaches_child() -> bool:
     return False
 
 
-def run_once(cmd: list[str], env: dict[str, str], save: Path | None = None, tag: str = "run1",
-             out_fd: int = 1, err_fd: int = 2) -> RunResult:
+def run_once(
+    cmd: list[str], env: dict[str, str], save: Path | None = None, tag: str = "run1", out_fd: int = 1, err_fd: int = 2
+) -> RunResult:
     scanner = Scanner()
     lock = threading.Lock()
 
@@ -144,8 +145,8 @@ def run_once(cmd: list[str], env: dict[str, str], save: Path | None = None, tag:
     saves_err: list[IO[bytes]] = []
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
-        merged = open(save / f"{tag}.log", "wb")  # noqa: SIM115 - closed below
-        files = [merged, open(save / f"{tag}.stdout.log", "wb"), open(save / f"{tag}.stderr.log", "wb")]  # noqa: SIM115
+        merged = open(save / f"{tag}.log", "wb")
+        files = [merged, open(save / f"{tag}.stdout.log", "wb"), open(save / f"{tag}.stderr.log", "wb")]
         saves_out, saves_err = [merged, files[1]], [merged, files[2]]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -214,8 +215,9 @@ def write_summary(save: Path, cmd: list[str], results: list[tuple[RunResult, Any
     runs = []
     for i, (res, diag) in enumerate(results, 1):
         extra = {k: v for k, v in res.env.items() if k in RERUN_ENV and os.environ.get(k) != v}
-        runs.append({"log": f"run{i}.log", "returncode": res.returncode, "env": extra,
-                     "diagnosis": diag.to_json() if diag is not None else None})
+        runs.append(
+            {"log": f"run{i}.log", "returncode": res.returncode, "env": extra, "diagnosis": diag.to_json() if diag is not None else None}
+        )
     (save / "diagnosis.json").write_text(json.dumps({"command": cmd, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -259,9 +261,11 @@ def shell_quote(cmd: list[str]) -> str:
 # What an exit status with no recognised cause in the output usually means: the process was killed
 # from outside, so its own output cannot say why.
 KILLED_HINTS = {
-    137: ("it was killed with SIGKILL, which the kernel's OOM killer or a job scheduler (Slurm, Kubernetes) usually "
-          "sends when the process exceeds its memory limit; check `dmesg -T | grep -i -E 'killed process|out of memory'` "
-          "and the job's memory limit (`sacct -j JOBID -o MaxRSS,ReqMem`, `kubectl describe pod`)"),
+    137: (
+        "it was killed with SIGKILL, which the kernel's OOM killer or a job scheduler (Slurm, Kubernetes) usually "
+        "sends when the process exceeds its memory limit; check `dmesg -T | grep -i -E 'killed process|out of memory'` "
+        "and the job's memory limit (`sacct -j JOBID -o MaxRSS,ReqMem`, `kubectl describe pod`)"
+    ),
 }
 
 

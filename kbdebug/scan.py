@@ -102,7 +102,7 @@ class Scanner:
         # keep the buffer starting at a line start, so no region can begin mid-line
         keep_from = base + _line_start(buf, keep_from - base) if keep_from > base else base
         self._count_lines(buf, base, keep_from)
-        self._buf = buf[keep_from - base:]
+        self._buf = buf[keep_from - base :]
         self._base = keep_from
 
     def skip_to(self, offset: int, line_no: int) -> None:
@@ -259,8 +259,13 @@ def start_grep(path: str | os.PathLike[str]) -> subprocess.Popen[bytes] | None:
     for needle in NEEDLES:
         cmd += ["-e", needle.decode()]
     try:
-        return subprocess.Popen([*cmd, "--", os.fspath(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                env={**os.environ, "LC_ALL": "C"}, preexec_fn=_bound_grep_memory if os.name == "posix" else None)
+        return subprocess.Popen(
+            [*cmd, "--", os.fspath(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "LC_ALL": "C"},
+            preexec_fn=_bound_grep_memory if os.name == "posix" else None,
+        )
     except OSError:
         return None
 
@@ -341,7 +346,7 @@ def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], chunk: int)
                 scanner.skip_to(start, line - head.count(b"\n", nl + 1))
             else:
                 scanner.skip_to(lo, line)  # the hit's own line started before the window: a long line
-        scanner.feed(head[start - lo:])
+        scanner.feed(head[start - lo :])
         pos = lo + len(head)
         while pos < hi:
             data = fh.read(min(chunk, hi - pos))
@@ -522,6 +527,7 @@ def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: d
     the next line does not look like a line of its own: Windows' 80 columns cut anywhere, other
     widths only where the continuation starts without indentation and differs from the line.
     """
+
     def width(i: int) -> int:  # the physical line's width for its last piece, else the piece's own
         ln = lines[i]
         last_piece = i + 1 == len(lines) or lines[i + 1].no != ln.no

@@ -57,8 +57,13 @@ def _site(facts: dict[str, Any]) -> str:
     if facts.get("assertion") is not None and facts.get("kernel_file"):
         return f"{facts['kernel_file']} `{' '.join(str(facts['assertion']).split())}`"
     if facts.get("check") and facts.get("tool"):
-        parts = [str(facts["check"]), str(facts.get("kernel_name") or ""), str(facts.get("memory_space") or ""),
-                 str(facts.get("access") or ""), str(facts.get("category") or "")]
+        parts = [
+            str(facts["check"]),
+            str(facts.get("kernel_name") or ""),
+            str(facts.get("memory_space") or ""),
+            str(facts.get("access") or ""),
+            str(facts.get("category") or ""),
+        ]
         return " ".join(p for p in parts if p)
     etype = str(facts.get("error_type") or "")
     if etype:

@@ -18,12 +18,12 @@ def corpus() -> Path:
 
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kbdebug", *args], input=stdin, capture_output=True,
-                          timeout=120, env=env, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "kbdebug", *args], input=stdin, capture_output=True, timeout=120, env=env, cwd=ROOT)
 
 
-def run_in_pty(argv: list[str], env: dict | None = None, answer: tuple[bytes, bytes] | None = None,
-               timeout: float = 60) -> tuple[bytes, int]:
+def run_in_pty(
+    argv: list[str], env: dict | None = None, answer: tuple[bytes, bytes] | None = None, timeout: float = 60
+) -> tuple[bytes, int]:
     """Run argv with a pseudo-terminal as stdin/stdout/stderr; optionally type answer[1] once
     answer[0] has appeared. Returns everything the terminal showed and the exit code."""
     import os

@@ -30,8 +30,12 @@ def gen(total: int) -> None:
 
 def measure(total: int) -> None:
     feed = subprocess.Popen([sys.executable, __file__, "gen", str(total)], stdout=subprocess.PIPE)
-    kb = subprocess.run([sys.executable, "-m", "kbdebug", "explain", "-q", "--format", "json", "-"], stdin=feed.stdout,
-                        capture_output=True, cwd=Path(__file__).resolve().parent.parent)
+    kb = subprocess.run(
+        [sys.executable, "-m", "kbdebug", "explain", "-q", "--format", "json", "-"],
+        stdin=feed.stdout,
+        capture_output=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     feed.wait()
     rules = [i["rule"] for i in json.loads(kb.stdout or b"{}").get("incidents", [])]
     print(kb.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, ",".join(rules) or "-")

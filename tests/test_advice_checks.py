@@ -11,8 +11,10 @@ from kbdebug import diagnose  # noqa: E402
 from kbdebug.diagnosis import Diagnosis, Incident  # noqa: E402
 from kbdebug.verify import check_bce_inputs, check_class_targets, check_segmentation  # noqa: E402
 
-HEAD_14_VS_13 = ("the labels have 14 classes (0..13) and the head 13: set the model's output channels to 14 "
-                 "(keep to_onehot=14), or, if 13 is right, find where label 13 comes from")
+HEAD_14_VS_13 = (
+    "the labels have 14 classes (0..13) and the head 13: set the model's output channels to 14 "
+    "(keep to_onehot=14), or, if 13 is right, find where label 13 comes from"
+)
 
 
 def test_segmentation_head_smaller_than_labels_names_the_decision() -> None:
@@ -47,27 +49,34 @@ def test_class_targets_ignore_value() -> None:
 
 def test_class_targets_ignore_value_and_a_real_out_of_range_label_together() -> None:
     res = check_class_targets(torch.tensor([0, 255, 5, 1]), num_classes=5)
-    assert res.fix == ("255 looks like an 'ignore' label: pass ignore_index=255 to the loss (it is -100), or remap it before the loss; "
-                       "the labels have 6 classes (0..5) and the head 5: set the model's output size to 6, "
-                       "or, if 5 is right, find where label 5 comes from")
+    assert res.fix == (
+        "255 looks like an 'ignore' label: pass ignore_index=255 to the loss (it is -100), or remap it before the loss; "
+        "the labels have 6 classes (0..5) and the head 5: set the model's output size to 6, "
+        "or, if 5 is right, find where label 5 comes from"
+    )
 
 
 def test_class_targets_one_based() -> None:
     res = check_class_targets(torch.tensor([[1, 5, 2]]), num_classes=5)
-    assert res.fix == ("labels look 1-based (min 1, max 5 for 5 classes): use target - 1, "
-                       "or, if label 0 is a real class too, the model's output size 6")
+    assert res.fix == (
+        "labels look 1-based (min 1, max 5 for 5 classes): use target - 1, or, if label 0 is a real class too, the model's output size 6"
+    )
 
 
 def test_class_targets_off_by_one() -> None:
     res = check_class_targets(torch.tensor([0, 1, 2, 3, 4]), num_classes=4)
-    assert res.fix == ("the labels have 5 classes (0..4) and the head 4: set the model's output size to 5, "
-                       "or, if 4 is right, find where label 4 comes from")
+    assert res.fix == (
+        "the labels have 5 classes (0..4) and the head 4: set the model's output size to 5, "
+        "or, if 4 is right, find where label 4 comes from"
+    )
 
 
 def test_class_targets_head_too_small() -> None:
     res = check_class_targets(torch.tensor([0, 3, 9, 12]), logits=torch.randn(4, 8))
-    assert res.fix == ("the labels have 13 classes (0..12) and the head 8: set the model's output size to 13, "
-                       "or, if 8 is right, find where labels 9, 12 come from")
+    assert res.fix == (
+        "the labels have 13 classes (0..12) and the head 8: set the model's output size to 13, "
+        "or, if 8 is right, find where labels 9, 12 come from"
+    )
 
 
 def test_class_targets_negative_padding() -> None:
@@ -87,15 +96,19 @@ def test_verify_and_check_class_targets_give_one_answer() -> None:
 def test_bce_reports_a_bad_target_even_when_the_input_is_fine() -> None:
     res = check_bce_inputs(torch.tensor([0.2, 0.7]), torch.tensor([0.0, 2.0]))
     assert res.passed is False and res.finding == "target: 1 above 1 (max 2)"
-    assert res.fix == ("the target holds whole numbers up to 2: BCE targets are probabilities in [0, 1]; "
-                       "for 3 class indices use cross_entropy, for a binary mask (target > 0).float()")
+    assert res.fix == (
+        "the target holds whole numbers up to 2: BCE targets are probabilities in [0, 1]; "
+        "for 3 class indices use cross_entropy, for a binary mask (target > 0).float()"
+    )
 
 
 def test_bce_reports_input_and_target_together() -> None:
     res = check_bce_inputs(torch.tensor([-1.5, 0.7]), torch.tensor([0.0, 255.0]))
     assert res.finding == "input: 1 negative (min -1.5); target: 1 above 1 (max 255)"
-    assert res.fix == ("these look like logits: apply sigmoid first, or use BCEWithLogitsLoss / bernoulli(logits=...); "
-                       "the target is a 0..255 mask: binarise it, (target > 0).float(), or scale it, target / 255")
+    assert res.fix == (
+        "these look like logits: apply sigmoid first, or use BCEWithLogitsLoss / bernoulli(logits=...); "
+        "the target is a 0..255 mask: binarise it, (target > 0).float(), or scale it, target / 255"
+    )
 
 
 def test_verify_without_arguments_uses_the_failing_line() -> None:

@@ -13,10 +13,14 @@ from kbdebug.api import diagnose_regions, diagnose_text
 from kbdebug.scan import scan_text
 
 TB = 'Traceback (most recent call last):\n  File "/work/proj/fit.py", line 57, in <module>\n    loss = crit(out, y)\n'
-ASYNC = TB + ("RuntimeError: CUDA error: device-side assert triggered\n"
-              "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n")
-NOTEBOOK = ("Traceback (most recent call last):\n  Cell In[7], line 3\n    loss = crit(out, y)\n"
-            "RuntimeError: CUDA error: device-side assert triggered\n")
+ASYNC = TB + (
+    "RuntimeError: CUDA error: device-side assert triggered\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n"
+)
+NOTEBOOK = (
+    "Traceback (most recent call last):\n  Cell In[7], line 3\n    loss = crit(out, y)\n"
+    "RuntimeError: CUDA error: device-side assert triggered\n"
+)
 CPU_NLL = TB + "IndexError: Target 9 is out of bounds.\n"
 
 
@@ -39,8 +43,10 @@ def test_cpu_error_gets_no_cuda_command() -> None:
 def test_notebook_gets_the_environment_in_a_cell_not_a_script() -> None:
     inc = diagnose_text(NOTEBOOK).root
     assert inc is not None and inc.facts["origin"] == "notebook"
-    assert inc.commands == ['import os; os.environ.update(CUDA_LAUNCH_BLOCKING="1", TORCH_SHOW_CPP_STACKTRACES="1")'
-                            "  # first cell, after restarting the kernel; then rerun the cells"]
+    assert inc.commands == [
+        'import os; os.environ.update(CUDA_LAUNCH_BLOCKING="1", TORCH_SHOW_CPP_STACKTRACES="1")'
+        "  # first cell, after restarting the kernel; then rerun the cells"
+    ]
 
 
 def test_after_kbdebug_run_rerun_no_second_blocking_rerun() -> None:
@@ -57,8 +63,10 @@ def test_kbdebug_run_names_the_command_it_ran() -> None:
 
 def test_blocking_already_set_in_a_live_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
-    assert applicable(["CUDA_LAUNCH_BLOCKING=1 python a.py", "compute-sanitizer python a.py"],
-                      {"device": "cuda", "origin": "script", "launch_blocking": True}) == ["compute-sanitizer python a.py"]
+    assert applicable(
+        ["CUDA_LAUNCH_BLOCKING=1 python a.py", "compute-sanitizer python a.py"],
+        {"device": "cuda", "origin": "script", "launch_blocking": True},
+    ) == ["compute-sanitizer python a.py"]
 
 
 def test_unknown_device_keeps_cuda_commands_and_duplicates_go() -> None:
@@ -80,14 +88,19 @@ def test_live_cpu_exception_is_cpu_and_from_a_script() -> None:
 
 
 def test_libraries_come_from_the_frames() -> None:
-    files = ["/opt/venv/lib/python3.11/site-packages/monai/losses/dice.py",
-             "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", "/work/train.py",
-             "/usr/lib/python3/dist-packages/monai/utils/x.py"]
+    files = [
+        "/opt/venv/lib/python3.11/site-packages/monai/losses/dice.py",
+        "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/module.py",
+        "/work/train.py",
+        "/usr/lib/python3/dist-packages/monai/utils/x.py",
+    ]
     assert libraries(files) == ["monai", "torch"]
-    log = ('Traceback (most recent call last):\n  File "/work/train.py", line 5, in <module>\n    loss = dice(p, y)\n'
-           '  File "/opt/venv/lib/python3.11/site-packages/monai/losses/dice.py", line 170, in forward\n'
-           '    raise AssertionError(f"ground truth has different shape ({target.shape}) from input ({input.shape})")\n'
-           "AssertionError: ground truth has different shape (torch.Size([2, 1, 8, 8])) from input (torch.Size([2, 3, 8, 8]))\n")
+    log = (
+        'Traceback (most recent call last):\n  File "/work/train.py", line 5, in <module>\n    loss = dice(p, y)\n'
+        '  File "/opt/venv/lib/python3.11/site-packages/monai/losses/dice.py", line 170, in forward\n'
+        '    raise AssertionError(f"ground truth has different shape ({target.shape}) from input ({input.shape})")\n'
+        "AssertionError: ground truth has different shape (torch.Size([2, 1, 8, 8])) from input (torch.Size([2, 3, 8, 8]))\n"
+    )
     assert diagnose_text(log).root.facts["libraries"] == ["monai"]
     assert "libraries" not in diagnose_text(CPU_NLL).root.facts
 
@@ -100,7 +113,9 @@ def test_kbdebug_run_rerun_end_to_end(tmp_path: Path) -> None:
     child.write_text(ASYNC_CHILD)
     res = kb_run("--rerun", "--save", str(tmp_path / "saved"), "--", sys.executable, str(child))
     assert res.returncode == 3
-    first, second = (r["diagnosis"]["incidents"][0] for r in json.loads((tmp_path / "saved" / "run-001" / "diagnosis.json").read_text())["runs"])
+    first, second = (
+        r["diagnosis"]["incidents"][0] for r in json.loads((tmp_path / "saved" / "run-001" / "diagnosis.json").read_text())["runs"]
+    )
     assert first["facts"]["origin"] == "run" and f"kbdebug run --rerun -- python {child}" in first["commands"]
     assert second["facts"]["origin"] == "rerun" and second["facts"]["launch_blocking"] is True
     assert second["commands"] == []

@@ -10,89 +10,133 @@ import pytest
 from kbdebug.api import diagnose_text
 from kbdebug.kb import load_kb
 
-TB = ('Traceback (most recent call last):\n  File "/srv/exp/seg_train.py", line 217, in <module>\n'
-      "    loss = criterion(pred, mask)\n")
+TB = 'Traceback (most recent call last):\n  File "/srv/exp/seg_train.py", line 217, in <module>\n    loss = criterion(pred, mask)\n'
 WHERE = ["/srv/exp/seg_train.py:217", "loss = criterion(pred, mask)"]
 
 # rule -> (log, values the guide must quote). The guides of the shape rules owned by the report work
 # (channel_onehot_mismatch, target_shape_mismatch, broadcast_shape_mismatch, batch_size_mismatch) only
 # get the placeholder check here.
 CASES: dict[str, tuple[str, list[str]]] = {
-    "nll_target_out_of_range": (TB + "IndexError: Target 255 is out of bounds.\n",
-                                ["255", "ignore_index=255", *WHERE]),
-    "bce_input_out_of_range": (TB + "RuntimeError: all elements of target should be between 0 and 1\n",
-                               ["in its target", "(target > 0).float()", *WHERE]),
-    "embedding_index_oob": ("/pt/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [17,0,0], "
-                            "thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n",
-                            ["Indexing.cu:1289", "block [17, 0, 0]", "thread [64, 0, 0]", "srcIndex < srcSelectDimSize"]),
-    "index_out_of_bounds": ("/pt/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [6,0,0], thread: [33,0,0] "
-                            "Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.\n",
-                            ["IndexKernel.cu:92", "block [6, 0, 0]", "thread [33, 0, 0]"]),
-    "scatter_gather_index_oob": (TB.replace("loss = criterion(pred, mask)", "picked = logp.gather(1, mask)")
-                                 + "RuntimeError: index 37 is out of bounds for dimension 1 with size 21\n",
-                                 ["index 37", "size 21", "at least 38", "[0, 21)", "picked = logp.gather(1, mask)"]),
-    "invalid_probability": ("../aten/src/ATen/native/cuda/MultinomialKernel.cu:118: binarySearchForMultinomial: block: [2,0,0], "
-                            "thread: [7,0,0] Assertion `cumdist[size - 1] > static_cast<scalar_t>(0)` failed.\n",
-                            ["MultinomialKernel.cu:118", "binarySearchForMultinomial", "block [2, 0, 0]"]),
-    "other_device_assert": ("/x/aten/src/ATen/native/cuda/MaxUnpooling.cu:61: max_unpooling3d_forward_kernel: block: [4,0,0], "
-                            "thread: [9,0,0] Assertion `maxind >= 0 && maxind < outputImageSize` failed.\n",
-                            ["MaxUnpooling.cu:61", "max_unpooling3d_forward_kernel", "maxind >= 0 && maxind < outputImageSize"]),
-    "async_error_unlocalized": (TB + "RuntimeError: CUDA error: device-side assert triggered\n",
-                                ["kbdebug run --rerun -- python /srv/exp/seg_train.py", *WHERE]),
-    "conv_channel_mismatch": (TB + "RuntimeError: Given groups=1, weight of size [32, 3, 5, 5], expected input[8, 1, 128, 128] "
-                                   "to have 3 channels, but got 1 channels instead\n",
-                              ["[32, 3, 5, 5]", "[8, 1, 128, 128]", "x.repeat(1, 3, 1, 1)", "in_channels=1", *WHERE]),
-    "matmul_shape_mismatch": (TB + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x2048 and 1024x7)\n",
-                              ["16x2048", "1024x7", "`in_features` to 2048 (it is 1024)", *WHERE]),
-    "cuda_oom": (TB + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 1 has a total capacity of "
-                      "39.39 GiB of which 2.25 GiB is free.\n",
-                 ["GPU 1", "3.50 GiB", "39.39 GiB", "2.25 GiB", *WHERE]),
-    "cublas_failure": (TB + "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, "
-                            "opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`\n",
-                       ["CUBLAS_STATUS_EXECUTION_FAILED", "cublasSgemm", "EXECUTION_FAILED is usually fallout", *WHERE]),
-    "cudnn_failure": (TB + "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a "
-                           "non-contiguous input.\n",
-                      ["CUDNN_STATUS_NOT_SUPPORTED", "NOT_SUPPORTED comes from unusual shapes", *WHERE]),
-    "no_kernel_image": (TB + "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device\n",
-                        WHERE),
-    "device_mismatch": (TB + "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, "
-                             "cuda:3 and cpu!\n",
-                        ["cuda:3 and cpu", "Move everything to cuda:3", *WHERE]),
+    "nll_target_out_of_range": (TB + "IndexError: Target 255 is out of bounds.\n", ["255", "ignore_index=255", *WHERE]),
+    "bce_input_out_of_range": (
+        TB + "RuntimeError: all elements of target should be between 0 and 1\n",
+        ["in its target", "(target > 0).float()", *WHERE],
+    ),
+    "embedding_index_oob": (
+        "/pt/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [17,0,0], "
+        "thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n",
+        ["Indexing.cu:1289", "block [17, 0, 0]", "thread [64, 0, 0]", "srcIndex < srcSelectDimSize"],
+    ),
+    "index_out_of_bounds": (
+        "/pt/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [6,0,0], thread: [33,0,0] "
+        'Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n',
+        ["IndexKernel.cu:92", "block [6, 0, 0]", "thread [33, 0, 0]"],
+    ),
+    "scatter_gather_index_oob": (
+        TB.replace("loss = criterion(pred, mask)", "picked = logp.gather(1, mask)")
+        + "RuntimeError: index 37 is out of bounds for dimension 1 with size 21\n",
+        ["index 37", "size 21", "at least 38", "[0, 21)", "picked = logp.gather(1, mask)"],
+    ),
+    "invalid_probability": (
+        "../aten/src/ATen/native/cuda/MultinomialKernel.cu:118: binarySearchForMultinomial: block: [2,0,0], "
+        "thread: [7,0,0] Assertion `cumdist[size - 1] > static_cast<scalar_t>(0)` failed.\n",
+        ["MultinomialKernel.cu:118", "binarySearchForMultinomial", "block [2, 0, 0]"],
+    ),
+    "other_device_assert": (
+        "/x/aten/src/ATen/native/cuda/MaxUnpooling.cu:61: max_unpooling3d_forward_kernel: block: [4,0,0], "
+        "thread: [9,0,0] Assertion `maxind >= 0 && maxind < outputImageSize` failed.\n",
+        ["MaxUnpooling.cu:61", "max_unpooling3d_forward_kernel", "maxind >= 0 && maxind < outputImageSize"],
+    ),
+    "async_error_unlocalized": (
+        TB + "RuntimeError: CUDA error: device-side assert triggered\n",
+        ["kbdebug run --rerun -- python /srv/exp/seg_train.py", *WHERE],
+    ),
+    "conv_channel_mismatch": (
+        TB + "RuntimeError: Given groups=1, weight of size [32, 3, 5, 5], expected input[8, 1, 128, 128] "
+        "to have 3 channels, but got 1 channels instead\n",
+        ["[32, 3, 5, 5]", "[8, 1, 128, 128]", "x.repeat(1, 3, 1, 1)", "in_channels=1", *WHERE],
+    ),
+    "matmul_shape_mismatch": (
+        TB + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x2048 and 1024x7)\n",
+        ["16x2048", "1024x7", "`in_features` to 2048 (it is 1024)", *WHERE],
+    ),
+    "cuda_oom": (
+        TB + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 1 has a total capacity of "
+        "39.39 GiB of which 2.25 GiB is free.\n",
+        ["GPU 1", "3.50 GiB", "39.39 GiB", "2.25 GiB", *WHERE],
+    ),
+    "cublas_failure": (
+        TB + "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, "
+        "opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`\n",
+        ["CUBLAS_STATUS_EXECUTION_FAILED", "cublasSgemm", "EXECUTION_FAILED is usually fallout", *WHERE],
+    ),
+    "cudnn_failure": (
+        TB + "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.\n",
+        ["CUDNN_STATUS_NOT_SUPPORTED", "NOT_SUPPORTED comes from unusual shapes", *WHERE],
+    ),
+    "no_kernel_image": (TB + "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device\n", WHERE),
+    "device_mismatch": (
+        TB + "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:3 and cpu!\n",
+        ["cuda:3 and cpu", "Move everything to cuda:3", *WHERE],
+    ),
     "invalid_device": (TB + "RuntimeError: CUDA error: invalid device ordinal\n", ["invalid device ordinal", *WHERE]),
-    "driver_error": (TB + "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU\n",
-                     ["Found no NVIDIA driver", *WHERE]),
-    "launch_failure": (TB + "RuntimeError: CUDA error: too many resources requested for launch\n",
-                       ["too many resources requested for launch", "the launch itself was impossible", *WHERE]),
-    "illegal_memory_access": (TB + "RuntimeError: CUDA error: an illegal memory access was encountered\n",
-                              ["compute-sanitizer --tool memcheck python /srv/exp/seg_train.py", *WHERE]),
+    "driver_error": (
+        TB + "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU\n",
+        ["Found no NVIDIA driver", *WHERE],
+    ),
+    "launch_failure": (
+        TB + "RuntimeError: CUDA error: too many resources requested for launch\n",
+        ["too many resources requested for launch", "the launch itself was impossible", *WHERE],
+    ),
+    "illegal_memory_access": (
+        TB + "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+        ["compute-sanitizer --tool memcheck python /srv/exp/seg_train.py", *WHERE],
+    ),
     "misaligned_address": (TB + "RuntimeError: CUDA error: misaligned address\n", WHERE),
-    "nccl_error": ("[rank3]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation timeout: "
-                   "WorkNCCL(SeqNum=118, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800427 milliseconds before timing out.\n",
-                   ["ALLREDUCE", "SeqNum 118", "1800000 ms", "1800427 ms", "rank 3"]),
-    "deterministic_unsupported": (TB + "RuntimeError: upsample_bilinear2d_backward_out_cuda does not have a deterministic "
-                                       "implementation, but you set 'torch.use_deterministic_algorithms(True)'.\n",
-                                  ["upsample_bilinear2d_backward_out_cuda", *WHERE]),
-    "nan_inf_detected": (TB + "RuntimeError: Function 'DivBackward0' returned nan values in its 1th output.\n",
-                         ["DivBackward0", *WHERE]),
-    "sanitizer_memcheck": ("========= Invalid __global__ read of size 8 bytes\n=========     at gather_rows(float*)+0x1b0 in rows.cu:88\n"
-                           "=========     by thread (12,0,0) in block (5,0,0)\n=========     Address 0x7f3a00 is out of bounds\n",
-                           ["read of 8 bytes", "gather_rows(float*)", "rows.cu:88", "thread [12, 0, 0]", "0x7f3a00"]),
-    "sanitizer_racecheck": ("========= Error: Race reported between Write access at reduce_k()+0x2a0 in red.cu:133\n"
-                            "=========     and Read access at reduce_k()+0x300 in red.cu:140 [96 hazards]\n",
-                            ["reduce_k()", "red.cu:133", "96 hazards"]),
-    "sanitizer_initcheck": ("========= Uninitialized __global__ memory read of size 2 bytes\n"
-                            "=========     at fill_half(short *)+0x40 in h.cu:19\n=========     by thread (3,0,0) in block (2,0,0)\n",
-                            ["fill_half(short *)", "thread [3, 0, 0]", "block [2, 0, 0]"]),
-    "sanitizer_synccheck": ("========= Barrier error detected. Divergent thread(s) in warp\n"
-                            "=========     at tile_sum(int *, int)+0x110 in tiles.cu:52\n=========     by thread (9,0,0) in block (1,0,0)\n",
-                            ["tile_sum(int *, int)", "tiles.cu:52", "thread [9, 0, 0]"]),
+    "nccl_error": (
+        "[rank3]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=118, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800427 milliseconds before timing out.\n",
+        ["ALLREDUCE", "SeqNum 118", "1800000 ms", "1800427 ms", "rank 3"],
+    ),
+    "deterministic_unsupported": (
+        TB + "RuntimeError: upsample_bilinear2d_backward_out_cuda does not have a deterministic "
+        "implementation, but you set 'torch.use_deterministic_algorithms(True)'.\n",
+        ["upsample_bilinear2d_backward_out_cuda", *WHERE],
+    ),
+    "nan_inf_detected": (TB + "RuntimeError: Function 'DivBackward0' returned nan values in its 1th output.\n", ["DivBackward0", *WHERE]),
+    "sanitizer_memcheck": (
+        "========= Invalid __global__ read of size 8 bytes\n=========     at gather_rows(float*)+0x1b0 in rows.cu:88\n"
+        "=========     by thread (12,0,0) in block (5,0,0)\n=========     Address 0x7f3a00 is out of bounds\n",
+        ["read of 8 bytes", "gather_rows(float*)", "rows.cu:88", "thread [12, 0, 0]", "0x7f3a00"],
+    ),
+    "sanitizer_racecheck": (
+        "========= Error: Race reported between Write access at reduce_k()+0x2a0 in red.cu:133\n"
+        "=========     and Read access at reduce_k()+0x300 in red.cu:140 [96 hazards]\n",
+        ["reduce_k()", "red.cu:133", "96 hazards"],
+    ),
+    "sanitizer_initcheck": (
+        "========= Uninitialized __global__ memory read of size 2 bytes\n"
+        "=========     at fill_half(short *)+0x40 in h.cu:19\n=========     by thread (3,0,0) in block (2,0,0)\n",
+        ["fill_half(short *)", "thread [3, 0, 0]", "block [2, 0, 0]"],
+    ),
+    "sanitizer_synccheck": (
+        "========= Barrier error detected. Divergent thread(s) in warp\n"
+        "=========     at tile_sum(int *, int)+0x110 in tiles.cu:52\n=========     by thread (9,0,0) in block (1,0,0)\n",
+        ["tile_sum(int *, int)", "tiles.cu:52", "thread [9, 0, 0]"],
+    ),
     "other": (TB + "KeyError: 'label_path'\n", ["KeyError: 'label_path'", "Add a rule for `KeyError`", *WHERE]),
-    "channel_onehot_mismatch": (TB + "AssertionError: ground truth has different shape (torch.Size([2, 1, 64, 64])) from input "
-                                     "(torch.Size([2, 9, 64, 64]))\n", []),
-    "target_shape_mismatch": (TB + "RuntimeError: only batches of spatial targets supported (3D tensors) but got targets of "
-                                   "size: : [6, 1, 80, 80]\n", []),
-    "broadcast_shape_mismatch": (TB + "RuntimeError: The size of tensor a (19) must match the size of tensor b (23) at "
-                                      "non-singleton dimension 2\n", []),
+    "channel_onehot_mismatch": (
+        TB + "AssertionError: ground truth has different shape (torch.Size([2, 1, 64, 64])) from input (torch.Size([2, 9, 64, 64]))\n",
+        [],
+    ),
+    "target_shape_mismatch": (
+        TB + "RuntimeError: only batches of spatial targets supported (3D tensors) but got targets of size: : [6, 1, 80, 80]\n",
+        [],
+    ),
+    "broadcast_shape_mismatch": (
+        TB + "RuntimeError: The size of tensor a (19) must match the size of tensor b (23) at non-singleton dimension 2\n",
+        [],
+    ),
     "batch_size_mismatch": (TB + "ValueError: Expected input batch_size (48) to match target batch_size (12).\n", []),
 }
 
@@ -154,10 +198,15 @@ def test_guard_errors_fill_the_guides_with_the_bad_value() -> None:
 
 
 def test_after_a_kernel_assert_the_users_line_is_where_it_surfaced() -> None:
-    log = ("/pt/aten/src/ATen/native/cuda/Loss.cu:242: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [3,0,0] "
-           "Assertion `t >= 0 && t < n_classes` failed.\n" + TB.replace("loss = criterion(pred, mask)", "total += loss.item()")
-           + "RuntimeError: CUDA error: device-side assert triggered\n")
+    log = (
+        "/pt/aten/src/ATen/native/cuda/Loss.cu:242: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: [3,0,0] "
+        "Assertion `t >= 0 && t < n_classes` failed.\n"
+        + TB.replace("loss = criterion(pred, mask)", "total += loss.item()")
+        + "RuntimeError: CUDA error: device-side assert triggered\n"
+    )
     inc = diagnose_text(log).root
     assert inc is not None and inc.rule == "nll_target_out_of_range"
-    assert ("it surfaced at `/srv/exp/seg_train.py:217` (`total += loss.item()`), a later synchronising call, not the failing op"
-            in inc.guide["what"])
+    assert (
+        "it surfaced at `/srv/exp/seg_train.py:217` (`total += loss.item()`), a later synchronising call, not the failing op"
+        in inc.guide["what"]
+    )

@@ -146,8 +146,10 @@ def test_log_argument_supplies_kernel_lines() -> None:
         exc = err
     alone = diagnose(exc)
     assert alone.root.rule == "async_error_unlocalized"
-    log = ("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1236: indexSelectSmallIndex: block: [0,0,0], thread: [3,0,0] "
-           "Assertion `srcIndex < srcSelectDimSize` failed.\n")
+    log = (
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1236: indexSelectSmallIndex: block: [0,0,0], thread: [3,0,0] "
+        "Assertion `srcIndex < srcSelectDimSize` failed.\n"
+    )
     with_log = diagnose(exc, log=log)
     assert with_log.root.rule == "embedding_index_oob"
     assert with_log.root.facts["kernel_line"] == 1236

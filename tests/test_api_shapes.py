@@ -80,8 +80,11 @@ CASES: list[tuple[Callable[[], None], str, dict]] = [
     (ce_target_too_large, "nll_target_out_of_range", {"target": 7}),
     (ce_batch_differs, "batch_size_mismatch", {"input_batch": 4, "target_batch": 3}),
     (one_hot_value_too_large, "channel_onehot_mismatch", {}),
-    (bce_rgb_mask_vs_one_channel_logits, "channel_onehot_mismatch",
-     {"input_shape": [1, 1, 8, 8], "target_shape": [1, 3, 8, 8], "shape_relation": "channel"}),
+    (
+        bce_rgb_mask_vs_one_channel_logits,
+        "channel_onehot_mismatch",
+        {"input_shape": [1, 1, 8, 8], "target_shape": [1, 3, 8, 8], "shape_relation": "channel"},
+    ),
     (bce_one_channel_label_vs_c_channel_logits, "channel_onehot_mismatch", {"input_channels": 4, "target_channels": 1}),
     (dice_written_in_plain_torch, "channel_onehot_mismatch", {"shapes": [[2, 14, 8, 8, 8], [2, 13, 8, 8, 8]]}),
     (onehot_by_scatter, "channel_onehot_mismatch", {}),

@@ -83,8 +83,7 @@ def test_describe_returns_without_printing(capsys: pytest.CaptureFixture[str]) -
     assert text == "logits: [2, 2] float32 cpu min=-1 max=3 mean=1 nan=1 inf=0"
     assert capsys.readouterr().out == ""
     text = describe({"ids": torch.tensor([3, 7]), "mask": torch.tensor([True, False])}, "batch")
-    assert text.splitlines() == ["batch['ids']: [2] int64 cpu min=3 max=7 mean=5",
-                                 "batch['mask']: [2] bool cpu min=0 max=1 mean=0.5"]
+    assert text.splitlines() == ["batch['ids']: [2] int64 cpu min=3 max=7 mean=5", "batch['mask']: [2] bool cpu min=0 max=1 mean=0.5"]
     assert describe(3) == "value: int (no tensors)"
     logits = torch.zeros(2, 3)
     assert describe(logits) == "logits: [2, 3] float32 cpu min=0 max=0 mean=0"

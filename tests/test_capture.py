@@ -13,8 +13,10 @@ from conftest import run_in_pty
 from kbdebug import capture, diagnose
 from kbdebug.fdtee import _Bounded
 
-ASSERT_LINE = (b"/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [189,0,0], "
-               b"thread: [1,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.\n")
+ASSERT_LINE = (
+    b"/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [189,0,0], "
+    b'thread: [1,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+)
 
 
 def _fd_target(fd: int) -> tuple[int, int]:
@@ -83,8 +85,10 @@ def test_writes_through_to_file_or_pipe(tmp_path, target: str) -> None:
 
 
 def test_writes_through_to_a_tty() -> None:
-    script = ("import os\nfrom kbdebug import capture\nwith capture() as c:\n    os.write(2, b'on the tty\\n')\n"
-              "    assert 'on the tty' in c.text()\nos.write(2, b'restored\\n')\n")
+    script = (
+        "import os\nfrom kbdebug import capture\nwith capture() as c:\n    os.write(2, b'on the tty\\n')\n"
+        "    assert 'on the tty' in c.text()\nos.write(2, b'restored\\n')\n"
+    )
     chunks, code = run_in_pty([sys.executable, "-c", script])
     assert code == 0, chunks
     assert b"on the tty" in chunks and b"restored" in chunks

@@ -45,8 +45,11 @@ def test_exit_codes_and_one_line_errors(tmp_path: Path) -> None:
     assert run_cli("explain", str(clean)).returncode == 1
     assert run_cli("explain", str(tmp_path)).returncode == 1  # a directory is its logs: nothing recognised in them
     (tmp_path / "empty").mkdir()
-    for args in (["explain", str(tmp_path / "missing.log")], ["explain", str(tmp_path / "empty")],
-                 ["explain", "--format", "yaml", str(clean)]):
+    for args in (
+        ["explain", str(tmp_path / "missing.log")],
+        ["explain", str(tmp_path / "empty")],
+        ["explain", "--format", "yaml", str(clean)],
+    ):
         proc = run_cli(*args)
         assert proc.returncode == 2
         assert proc.stderr.decode().count("\n") == 1 and b"Traceback" not in proc.stderr
@@ -75,13 +78,11 @@ def test_missing_rule_dir_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_pipe_passes_lines_through_before_input_ends() -> None:
-    writer = ("import sys, time\n"
-              "print('step 1', flush=True)\n"
-              "time.sleep(2.0)\n"
-              "print('IndexError: Target 14 is out of bounds.', flush=True)\n")
+    writer = (
+        "import sys, time\nprint('step 1', flush=True)\ntime.sleep(2.0)\nprint('IndexError: Target 14 is out of bounds.', flush=True)\n"
+    )
     child = subprocess.Popen([sys.executable, "-c", writer], stdout=subprocess.PIPE)
-    kb = subprocess.Popen([sys.executable, "-m", "kbdebug", "explain", "-"], stdin=child.stdout,
-                          stdout=subprocess.PIPE, cwd=ROOT)
+    kb = subprocess.Popen([sys.executable, "-m", "kbdebug", "explain", "-"], stdin=child.stdout, stdout=subprocess.PIPE, cwd=ROOT)
     start = time.monotonic()
     first = kb.stdout.readline()
     assert first == b"step 1\n" and time.monotonic() - start < 1.9
@@ -113,9 +114,11 @@ def test_parse_command_prints_records() -> None:
 
 
 def test_explain_never_imports_torch() -> None:
-    code = (f"import sys; from kbdebug.cli import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        f"import sys; from kbdebug.cli import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
 
@@ -129,11 +132,27 @@ def test_random_bytes_never_raise(data: bytes) -> None:
     diagnose_text(data.decode("utf-8", "replace"))
 
 
-ALPHABET = st.sampled_from(list("abcXYZ0129 :,.[]()`'\"=\n\r\t\x1b_-/\\") + [
-    "Assertion `", "` failed.", "block: [", "thread: [", "=========", "RuntimeError: ", "CUDA error: ",
-    "Traceback (most recent call last):\n", '  File "a.py", line 3, in f\n', "Tried to allocate ", "NCCL",
-    "Warning", "frame #0: ", "terminate called after throwing an instance of '", "GiB", "torch.Size([",
-])
+ALPHABET = st.sampled_from(
+    list("abcXYZ0129 :,.[]()`'\"=\n\r\t\x1b_-/\\")
+    + [
+        "Assertion `",
+        "` failed.",
+        "block: [",
+        "thread: [",
+        "=========",
+        "RuntimeError: ",
+        "CUDA error: ",
+        "Traceback (most recent call last):\n",
+        '  File "a.py", line 3, in f\n',
+        "Tried to allocate ",
+        "NCCL",
+        "Warning",
+        "frame #0: ",
+        "terminate called after throwing an instance of '",
+        "GiB",
+        "torch.Size([",
+    ]
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -153,9 +172,9 @@ def test_mutated_example_never_raises(data: st.DataObject) -> None:
         if op == "flip":
             raw[pos] = data.draw(st.integers(0, 255))
         elif op == "cut":
-            del raw[pos:pos + data.draw(st.integers(1, 40))]
+            del raw[pos : pos + data.draw(st.integers(1, 40))]
         else:
-            raw[pos:pos] = raw[pos:pos + 30]
+            raw[pos:pos] = raw[pos : pos + 30]
         if not raw:
             break
     diagnose_text(bytes(raw).decode("utf-8", "replace"))
@@ -185,9 +204,10 @@ def test_text_follows_the_terminal_width_and_is_stable_when_piped() -> None:
     env = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1"}
     shown, status = run_in_pty([sys.executable, "-m", "kbdebug", "explain", str(EXAMPLE)], env=env)
     lines = shown.decode(errors="replace").replace("\r", "").splitlines()
+
     def guide(lines: list[str]) -> list[str]:  # the wrapped prose: the section "How to confirm"
         start = lines.index("How to confirm")
-        return lines[start + 1:lines.index("", start + 1)]
+        return lines[start + 1 : lines.index("", start + 1)]
 
     assert status == 0 and len(guide(lines)) > 1 and max(len(line) for line in guide(lines)) <= 60
     piped = run_cli("explain", str(EXAMPLE), env=env).stdout.decode().splitlines()
@@ -195,8 +215,10 @@ def test_text_follows_the_terminal_width_and_is_stable_when_piped() -> None:
 
 
 def test_explain_many_logs_streams_each_then_groups_by_signature(tmp_path: Path) -> None:
-    oom = ('Traceback (most recent call last):\n  File "/j{i}/train.py", line {n}, in step\n    y = model(x)\n'
-           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {i}.00 GiB. GPU 0 has a total capacity of 79 GiB\n")
+    oom = (
+        'Traceback (most recent call last):\n  File "/j{i}/train.py", line {n}, in step\n    y = model(x)\n'
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {i}.00 GiB. GPU 0 has a total capacity of 79 GiB\n"
+    )
     for i in range(1, 5):
         (tmp_path / "runs" / f"r{i}").mkdir(parents=True)
         (tmp_path / "runs" / f"r{i}" / "out.log").write_text(oom.format(i=i, n=40 + i))

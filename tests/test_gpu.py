@@ -68,9 +68,14 @@ def test_kbdebug_run_on_a_real_device_assert(case: str, tmp_path: Path) -> None:
     import re
 
     rule, kernel = CASES[case]
-    res = subprocess.run([sys.executable, "-m", "kbdebug", "run", "--no-rerun", "--save", str(tmp_path), "--",
-                          sys.executable, str(CHILD), case], capture_output=True, text=True, timeout=180, env=env(),
-                         stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        [sys.executable, "-m", "kbdebug", "run", "--no-rerun", "--save", str(tmp_path), "--", sys.executable, str(CHILD), case],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+    )
     assert res.returncode != 0, res.stderr[-3000:]
     summary = json.loads((tmp_path / "diagnosis.json").read_text())
     root = summary["runs"][0]["diagnosis"]["incidents"][0]
@@ -86,8 +91,7 @@ def test_diagnose_inside_capture_on_a_real_device_assert(case: str) -> None:
     import re
 
     rule, kernel = CASES[case]
-    res = subprocess.run([sys.executable, str(CHILD), case, "diagnose"], capture_output=True, text=True, timeout=180,
-                         env=env())
+    res = subprocess.run([sys.executable, str(CHILD), case, "diagnose"], capture_output=True, text=True, timeout=180, env=env())
     assert res.returncode == 0, res.stderr[-3000:]
     root = json.loads(res.stdout.strip().splitlines()[-1])["incidents"][0]
     print(case, json.dumps(root["facts"], default=str)[:600])
@@ -109,8 +113,7 @@ def test_guard_on_cuda_names_the_op_line(case: str) -> None:
 
 
 def test_audit_with_sync_names_the_module_whose_kernel_asserted() -> None:
-    res = subprocess.run([sys.executable, str(CHILD), "embedding", "audit"], capture_output=True, text=True, timeout=180,
-                         env=env())
+    res = subprocess.run([sys.executable, str(CHILD), "embedding", "audit"], capture_output=True, text=True, timeout=180, env=env())
     assert res.returncode == 0, res.stderr[-3000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out == {"module": "0", "type": "Embedding"}
@@ -141,9 +144,27 @@ def test_compute_sanitizer_on_an_out_of_bounds_kernel(tmp_path: Path) -> None:
     src.write_text(OOB_CU)
     exe = tmp_path / "oob"
     subprocess.run([nvcc, "-lineinfo", "-o", str(exe), str(src)], check=True, timeout=240)
-    res = subprocess.run([sys.executable, "-m", "kbdebug", "run", "--sanitizer", "memcheck", "-f", "json",
-                          "--save", str(tmp_path / "saved"), "--", str(exe)],
-                         capture_output=True, text=True, timeout=240, env=env(), stdin=subprocess.DEVNULL)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbdebug",
+            "run",
+            "--sanitizer",
+            "memcheck",
+            "-f",
+            "json",
+            "--save",
+            str(tmp_path / "saved"),
+            "--",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+    )
     summary = json.loads((tmp_path / "saved" / "diagnosis.json").read_text())
     root = summary["runs"][0]["diagnosis"]["incidents"][0]
     print(json.dumps(root["facts"], default=str)[:800])

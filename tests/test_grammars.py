@@ -9,15 +9,51 @@ import pytest
 from kbdebug.parse.grammar import GRAMMARS, first_alt, parse
 
 CASES = [
-    ("kernel_assert", "assert_line", '../aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [142,0,0], thread: [40,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.'),
-    ("kernel_assert", "assert_line", "C:\\actions-runner\\_work\\pytorch\\NLLLoss2d.cu:106: block: [4,0,0], thread: [580,0,0] Assertion `t >= 0 && t < n_classes` failed."),
-    ("kernel_assert", "assert_line", "/x/IndexKernel.cu:53: lambda [](int)->auto::operator()(int)->auto: block: [502,0,0], thread: [2,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && \"index out of bounds\"` failed."),
-    ("kernel_assert", "assert_line", "/x/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed."),
-    ("kernel_assert", "assert_line", "unknown:0: unknown: block: [0,0,0], thread: [0,0,0] Assertion `index out of bounds: 0 <= tmp4 < 50257` failed."),
-    ("kernel_assert", "assert_line", "/x/Indexing.cu:362: void indexSelectLargeIndex(TensorInfo<T, IndexType>, long) [with T = float, IndexType = unsigned int]: block: [123,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed."),
-    ("kernel_assert", "assert_line", "/x/Loss.cu：242：nll_loss_forward_reduce_cuda_kernel_2d：block：[0，0，0]，thread：[5，0，0] Assertion `t >= 0 && t < n_classes` failed."),
-    ("kernel_assert", "assert_line", "/pytorch/c10/core/DynamicCast.h:112: fetch_and_cast: block: [0,0,0], thread: [0,0,0] Assertion `false` failed."),
-    ("kernel_assert", "printf_line", "[CUDA_KERNEL_ASSERT] /x/IndexKernelUtils.cu:30: vectorized_gather_kernel: block: [1,0,0], thread: [2,0,0]: Assertion failed: `ind >=0 && ind < ind_dim_size`: Expected 0 <= index < ind_dim_size(10), but got index = 12"),
+    (
+        "kernel_assert",
+        "assert_line",
+        '../aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [142,0,0], thread: [40,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.',
+    ),
+    (
+        "kernel_assert",
+        "assert_line",
+        "C:\\actions-runner\\_work\\pytorch\\NLLLoss2d.cu:106: block: [4,0,0], thread: [580,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+    ),
+    (
+        "kernel_assert",
+        "assert_line",
+        '/x/IndexKernel.cu:53: lambda [](int)->auto::operator()(int)->auto: block: [502,0,0], thread: [2,0,0] Assertion `index >= -sizes[i] && index < sizes[i] && "index out of bounds"` failed.',
+    ),
+    (
+        "kernel_assert",
+        "assert_line",
+        "/x/TensorCompare.cu:112: _assert_async_cuda_kernel: block: [0,0,0], thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.",
+    ),
+    (
+        "kernel_assert",
+        "assert_line",
+        "unknown:0: unknown: block: [0,0,0], thread: [0,0,0] Assertion `index out of bounds: 0 <= tmp4 < 50257` failed.",
+    ),
+    (
+        "kernel_assert",
+        "assert_line",
+        "/x/Indexing.cu:362: void indexSelectLargeIndex(TensorInfo<T, IndexType>, long) [with T = float, IndexType = unsigned int]: block: [123,0,0], thread: [64,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+    ),
+    (
+        "kernel_assert",
+        "assert_line",
+        "/x/Loss.cu：242：nll_loss_forward_reduce_cuda_kernel_2d：block：[0，0，0]，thread：[5，0，0] Assertion `t >= 0 && t < n_classes` failed.",
+    ),
+    (
+        "kernel_assert",
+        "assert_line",
+        "/pytorch/c10/core/DynamicCast.h:112: fetch_and_cast: block: [0,0,0], thread: [0,0,0] Assertion `false` failed.",
+    ),
+    (
+        "kernel_assert",
+        "printf_line",
+        "[CUDA_KERNEL_ASSERT] /x/IndexKernelUtils.cu:30: vectorized_gather_kernel: block: [1,0,0], thread: [2,0,0]: Assertion failed: `ind >=0 && ind < ind_dim_size`: Expected 0 <= index < ind_dim_size(10), but got index = 12",
+    ),
     ("traceback", "header", "Traceback (most recent call last):"),
     ("traceback", "frame", '  File "train.py", line 172, in train'),
     ("traceback", "exception", "RuntimeError: CUDA error: device-side assert triggered"),
@@ -33,18 +69,34 @@ CASES = [
     ("traceback", "chain", "During handling of the above exception, another exception occurred:"),
     ("traceback", "chain", "The above exception was the direct cause of the following exception:"),
     ("cuda_error", "cuda_error", "RuntimeError: CUDA error: device-side assert triggered"),
-    ("cuda_error", "legacy", "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THCUNN/generic/ClassNLLCriterion.cu:116"),
+    (
+        "cuda_error",
+        "legacy",
+        "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THCUNN/generic/ClassNLLCriterion.cu:116",
+    ),
     ("cuda_error", "thc", "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCTensorCopy.cu line=84 error=74 : misaligned address"),
     ("cuda_error", "app_error", "d:\\projects\\runnerGPU.cc: 70: cuda error 4: unspecified launch failure"),
     ("cuda_error", "search_hint", "Search for `cudaErrorAssert' in https://docs.nvidia.com/x.html for more information."),
-    ("cuda_error", "async_hint", "CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect."),
+    (
+        "cuda_error",
+        "async_hint",
+        "CUDA kernel errors might be asynchronously reported at some other API call,so the stacktrace below might be incorrect.",
+    ),
     ("cuda_error", "blocking_hint", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1."),
     ("cuda_error", "dsa_hint", "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."),
     ("cuda_error", "cuda_error", "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa)`"),
-    ("cuda_error", "cudnn", "RuntimeError: CuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input."),
+    (
+        "cuda_error",
+        "cudnn",
+        "RuntimeError: CuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
+    ),
     ("cuda_error", "terminate", "terminate called after throwing an instance of 'c10::Error'"),
     ("cuda_error", "what", "what():  CUDA error: an illegal memory access was encountered"),
-    ("cuda_error", "raised_from", "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call first):"),
+    (
+        "cuda_error",
+        "raised_from",
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call first):",
+    ),
     ("cuda_error", "cpp_frame", "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in /x/libc10.so)"),
     ("sanitizer", "banner", "COMPUTE-SANITIZER"),
     ("sanitizer", "invalid_access", "Invalid __global__ read of size 4"),
@@ -53,11 +105,19 @@ CASES = [
     ("sanitizer", "by_thread", "    by thread (103,0,0) in block (7,0,0)"),
     ("sanitizer", "address", "    Address 0x60052b338 is out of bounds"),
     ("sanitizer", "address", "    Access to 0x147267fff80 is out of bounds"),
-    ("sanitizer", "allocation", "    and is 1,241,911,296 bytes before the nearest allocation at 0x7639e0000000 of size 5,033,164,800 bytes"),
+    (
+        "sanitizer",
+        "allocation",
+        "    and is 1,241,911,296 bytes before the nearest allocation at 0x7639e0000000 of size 5,033,164,800 bytes",
+    ),
     ("sanitizer", "saved_backtrace", "    Saved host backtrace up to driver entry point at kernel launch time"),
     ("sanitizer", "host_frame", "        Host Frame:  [0x93c3fa] in libcusparse.so.12"),
     ("sanitizer", "module_line", "               in /usr/lib/x86_64-linux-gnu/libcuda.so.1"),
-    ("sanitizer", "api_error", 'Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to cuPointerGetAttribute. '),
+    (
+        "sanitizer",
+        "api_error",
+        'Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to cuPointerGetAttribute. ',
+    ),
     ("sanitizer", "race", "WARN: Race reported between Write access at 0x0002f6e0 in _ZN4raft"),
     ("sanitizer", "race", "Error: Race reported between Write access at cudf::x(unsigned int)+0xd790 in delta_binary.cuh:324"),
     ("sanitizer", "and_access", "    and Read access at 0x000302c0 in _ZN4raft [4 hazards]"),
@@ -79,9 +139,21 @@ CASES = [
     ("sanitizer", "leak_summary", "LEAK SUMMARY: 1024 bytes leaked in 1 allocations"),
     ("sanitizer", "race_summary", "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"),
     ("sanitizer", "internal", "Internal Sanitizer Error: The Sanitizer encountered an error while launching k"),
-    ("distributed", "watchdog", "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out."),
-    ("distributed", "watchdog", "[E122 07:39:51.324142902 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 0] Process group watchdog thread terminated with exception: CUDA error: x"),
-    ("distributed", "nccl_error", "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error"),
+    (
+        "distributed",
+        "watchdog",
+        "[E ProcessGroupNCCL.cpp:458] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=96120, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25624887 milliseconds before timing out.",
+    ),
+    (
+        "distributed",
+        "watchdog",
+        "[E122 07:39:51.324142902 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 0] Process group watchdog thread terminated with exception: CUDA error: x",
+    ),
+    (
+        "distributed",
+        "nccl_error",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error",
+    ),
     ("distributed", "table_field", "  rank      : 3 (local_rank: 3)"),
     ("distributed", "table_head", "Root Cause (first observed failure):"),
 ]
@@ -171,14 +243,14 @@ def test_every_message_template_has_an_example() -> None:
     from kbdebug._resources import data_dir
 
     text = (data_dir("grammars") / "messages.lark").read_text()
-    start = text[text.index("start:"):text.index(") REST?")]
+    start = text[text.index("start:") : text.index(") REST?")]
     alternatives = set(re.findall(r"[a-z_0-9]+", start.split("(", 1)[1]))
     assert alternatives == set(MESSAGES)
 
 
 @pytest.mark.parametrize("line", OOM)
 def test_oom_wordings(line: str) -> None:
-    assert parse("oom", line[line.index("CUDA out"):] if "Error" not in line else line) is not None
+    assert parse("oom", line[line.index("CUDA out") :] if "Error" not in line else line) is not None
 
 
 def test_every_grammar_is_exercised() -> None:

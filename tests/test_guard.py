@@ -18,44 +18,109 @@ from kbdebug.verify.guard_mode import DispatchGuard  # noqa: E402
 
 # name, call (last line of the lambda is the failing call), rule, argument, bad value, position
 CASES: list[tuple[str, Callable[[], object], str, str, object, list[int]]] = [
-    ("nll_loss", lambda: F.nll_loss(torch.randn(4, 10).log_softmax(1), torch.tensor([1, 2, 14, 3])),
-     "nll_target_out_of_range", "target", 14, [2]),
-    ("cross_entropy", lambda: F.cross_entropy(torch.randn(4, 10), torch.tensor([1, 255, 3, 3])),
-     "nll_target_out_of_range", "target", 255, [1]),
-    ("cross_entropy_2d", lambda: F.cross_entropy(torch.randn(2, 3, 4, 4), torch.full((2, 4, 4), 3)),
-     "nll_target_out_of_range", "target", 3, [0, 0, 0]),
-    ("gather", lambda: torch.gather(torch.randn(3, 4), 1, torch.tensor([[0, 4], [1, 1], [2, 2]])),
-     "scatter_gather_index_oob", "index", 4, [0, 1]),
-    ("scatter", lambda: torch.zeros(3, 4).scatter(1, torch.tensor([[0], [9], [1]]), 1.0),
-     "scatter_gather_index_oob", "index", 9, [1, 0]),
-    ("scatter_", lambda: torch.zeros(3, 4).scatter_(0, torch.tensor([[3]]), torch.ones(1, 1)),
-     "scatter_gather_index_oob", "index", 3, [0, 0]),
-    ("scatter_add", lambda: torch.zeros(3, 4).scatter_add(1, torch.tensor([[-1]]), torch.ones(1, 1)),
-     "scatter_gather_index_oob", "index", -1, [0, 0]),
-    ("scatter_reduce", lambda: torch.zeros(3, 4).scatter_reduce(1, torch.tensor([[4]]), torch.ones(1, 1), "amax"),
-     "scatter_gather_index_oob", "index", 4, [0, 0]),
-    ("index_select", lambda: torch.randn(5, 2).index_select(0, torch.tensor([1, 7])),
-     "embedding_index_oob", "index", 7, [1]),
-    ("embedding", lambda: torch.nn.Embedding(100, 8)(torch.tensor([[1, 2, 100]])),
-     "embedding_index_oob", "indices", 100, [0, 2]),
-    ("index", lambda: torch.randn(5)[torch.tensor([0, 5])],
-     "index_out_of_bounds", "indices[0]", 5, [1]),
-    ("index_put", lambda: torch.zeros(5).index_put_((torch.tensor([6]),), torch.ones(1), accumulate=True),
-     "index_out_of_bounds", "indices[0]", 6, [0]),
-    ("setitem", lambda: torch.zeros(4, 5).__setitem__((slice(None), torch.tensor([-6])), 1.0),
-     "index_out_of_bounds", "indices[1]", -6, [0]),
-    ("take_along_dim", lambda: torch.take_along_dim(torch.randn(3, 4), torch.tensor([[10], [0], [1]]), dim=1),
-     "scatter_gather_index_oob", "indices", 10, [0, 0]),
-    ("one_hot", lambda: F.one_hot(torch.tensor([0, 5]), num_classes=3),
-     "channel_onehot_mismatch", "input", 5, [1]),
-    ("multinomial", lambda: torch.multinomial(torch.tensor([0.5, -0.1, 0.6]), 1),
-     "invalid_probability", "input", -0.1, [1]),
-    ("binary_cross_entropy", lambda: F.binary_cross_entropy(torch.tensor([0.5, 2.5]), torch.ones(2)),
-     "bce_input_out_of_range", "input", 2.5, [1]),
-    ("bce_target", lambda: F.binary_cross_entropy(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 255.0])),
-     "bce_input_out_of_range", "target", 255, [1]),
-    ("bincount", lambda: torch.bincount(torch.tensor([2, -1])),
-     "index_out_of_bounds", "input", -1, [1]),
+    (
+        "nll_loss",
+        lambda: F.nll_loss(torch.randn(4, 10).log_softmax(1), torch.tensor([1, 2, 14, 3])),
+        "nll_target_out_of_range",
+        "target",
+        14,
+        [2],
+    ),
+    (
+        "cross_entropy",
+        lambda: F.cross_entropy(torch.randn(4, 10), torch.tensor([1, 255, 3, 3])),
+        "nll_target_out_of_range",
+        "target",
+        255,
+        [1],
+    ),
+    (
+        "cross_entropy_2d",
+        lambda: F.cross_entropy(torch.randn(2, 3, 4, 4), torch.full((2, 4, 4), 3)),
+        "nll_target_out_of_range",
+        "target",
+        3,
+        [0, 0, 0],
+    ),
+    (
+        "gather",
+        lambda: torch.gather(torch.randn(3, 4), 1, torch.tensor([[0, 4], [1, 1], [2, 2]])),
+        "scatter_gather_index_oob",
+        "index",
+        4,
+        [0, 1],
+    ),
+    ("scatter", lambda: torch.zeros(3, 4).scatter(1, torch.tensor([[0], [9], [1]]), 1.0), "scatter_gather_index_oob", "index", 9, [1, 0]),
+    (
+        "scatter_",
+        lambda: torch.zeros(3, 4).scatter_(0, torch.tensor([[3]]), torch.ones(1, 1)),
+        "scatter_gather_index_oob",
+        "index",
+        3,
+        [0, 0],
+    ),
+    (
+        "scatter_add",
+        lambda: torch.zeros(3, 4).scatter_add(1, torch.tensor([[-1]]), torch.ones(1, 1)),
+        "scatter_gather_index_oob",
+        "index",
+        -1,
+        [0, 0],
+    ),
+    (
+        "scatter_reduce",
+        lambda: torch.zeros(3, 4).scatter_reduce(1, torch.tensor([[4]]), torch.ones(1, 1), "amax"),
+        "scatter_gather_index_oob",
+        "index",
+        4,
+        [0, 0],
+    ),
+    ("index_select", lambda: torch.randn(5, 2).index_select(0, torch.tensor([1, 7])), "embedding_index_oob", "index", 7, [1]),
+    ("embedding", lambda: torch.nn.Embedding(100, 8)(torch.tensor([[1, 2, 100]])), "embedding_index_oob", "indices", 100, [0, 2]),
+    ("index", lambda: torch.randn(5)[torch.tensor([0, 5])], "index_out_of_bounds", "indices[0]", 5, [1]),
+    (
+        "index_put",
+        lambda: torch.zeros(5).index_put_((torch.tensor([6]),), torch.ones(1), accumulate=True),
+        "index_out_of_bounds",
+        "indices[0]",
+        6,
+        [0],
+    ),
+    (
+        "setitem",
+        lambda: torch.zeros(4, 5).__setitem__((slice(None), torch.tensor([-6])), 1.0),
+        "index_out_of_bounds",
+        "indices[1]",
+        -6,
+        [0],
+    ),
+    (
+        "take_along_dim",
+        lambda: torch.take_along_dim(torch.randn(3, 4), torch.tensor([[10], [0], [1]]), dim=1),
+        "scatter_gather_index_oob",
+        "indices",
+        10,
+        [0, 0],
+    ),
+    ("one_hot", lambda: F.one_hot(torch.tensor([0, 5]), num_classes=3), "channel_onehot_mismatch", "input", 5, [1]),
+    ("multinomial", lambda: torch.multinomial(torch.tensor([0.5, -0.1, 0.6]), 1), "invalid_probability", "input", -0.1, [1]),
+    (
+        "binary_cross_entropy",
+        lambda: F.binary_cross_entropy(torch.tensor([0.5, 2.5]), torch.ones(2)),
+        "bce_input_out_of_range",
+        "input",
+        2.5,
+        [1],
+    ),
+    (
+        "bce_target",
+        lambda: F.binary_cross_entropy(torch.tensor([0.5, 0.5]), torch.tensor([0.0, 255.0])),
+        "bce_input_out_of_range",
+        "target",
+        255,
+        [1],
+    ),
+    ("bincount", lambda: torch.bincount(torch.tensor([2, -1])), "index_out_of_bounds", "input", -1, [1]),
 ]
 
 
@@ -64,8 +129,9 @@ def call_line(fn: Callable[[], object]) -> int:
 
 
 @pytest.mark.parametrize(("name", "fn", "rule", "arg", "value", "pos"), CASES, ids=[c[0] for c in CASES])
-def test_guard_raises_first_at_the_callers_line(name: str, fn: Callable[[], object], rule: str, arg: str,
-                                                 value: object, pos: list[int]) -> None:
+def test_guard_raises_first_at_the_callers_line(
+    name: str, fn: Callable[[], object], rule: str, arg: str, value: object, pos: list[int]
+) -> None:
     with pytest.raises(KbdebugError) as info, guard():
         fn()
     err = info.value
@@ -114,8 +180,13 @@ def test_backward_of_nll_is_checked() -> None:
     logp = torch.randn(3, 4).log_softmax(1)
     target = torch.tensor([0, 9, 1])
     with pytest.raises(KbdebugError) as info:
-        DispatchGuard.__torch_dispatch__(DispatchGuard(), torch.ops.aten.nll_loss_backward.default, (),
-                                         (torch.tensor(1.0), logp, target, None, 1, -100, torch.tensor(3.0)), {})
+        DispatchGuard.__torch_dispatch__(
+            DispatchGuard(),
+            torch.ops.aten.nll_loss_backward.default,
+            (),
+            (torch.tensor(1.0), logp, target, None, 1, -100, torch.tensor(3.0)),
+            {},
+        )
     assert info.value.facts["op"] == "nll_loss_backward" and info.value.facts["bad_value"] == 9
 
 
@@ -138,14 +209,17 @@ def test_gpu_child_script_runs_on_cpu(case: str) -> None:
 
     child = Path(__file__).resolve().parent / "gpu_child.py"
     env = {**os.environ, "KBDEBUG_TEST_DEVICE": "cpu", "PYTHONPATH": str(child.parent.parent)}
-    rules = {"gather": "scatter_gather_index_oob", "nll255": "nll_target_out_of_range",
-             "embedding": "embedding_index_oob", "bce_logits": "bce_input_out_of_range"}
+    rules = {
+        "gather": "scatter_gather_index_oob",
+        "nll255": "nll_target_out_of_range",
+        "embedding": "embedding_index_oob",
+        "bce_logits": "bce_input_out_of_range",
+    }
     op_line = next(no for no, text in enumerate(child.read_text().splitlines(), 1) if f"# OP-LINE {case}" in text)
     guarded = subprocess.run([sys.executable, str(child), case, "guard"], capture_output=True, text=True, env=env, timeout=120)
     out = json.loads(guarded.stdout.strip().splitlines()[-1])
     assert out["rule"] == rules[case] and out["facts"]["innermost_user_frame"] == f"{child}:{op_line}"
-    diagnosed = subprocess.run([sys.executable, str(child), case, "diagnose"], capture_output=True, text=True, env=env,
-                               timeout=120)
+    diagnosed = subprocess.run([sys.executable, str(child), case, "diagnose"], capture_output=True, text=True, env=env, timeout=120)
     root = json.loads(diagnosed.stdout.strip().splitlines()[-1])["incidents"][0]
     assert root["rule"] == rules[case]
     assert root["facts"]["innermost_user_frame"] == f"{child}:{op_line}"

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def py(code: str, *args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, *args, "-c", textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, *args, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
+    )
 
 
 def run(argv: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -81,8 +82,20 @@ def test_ipython_extension(tmp_path: Path) -> None:
         torch.nn.functional.one_hot(torch.tensor([0, 5]), num_classes=3)
         print("next cell runs")
     """)
-    res = run([sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "--simple-prompt",
-               "--HistoryManager.enabled=False", f"--ipython-dir={tmp_path}"], cwd=tmp_path, stdin=cells)
+    res = run(
+        [
+            sys.executable,
+            "-m",
+            "IPython",
+            "--no-banner",
+            "--colors=NoColor",
+            "--simple-prompt",
+            "--HistoryManager.enabled=False",
+            f"--ipython-dir={tmp_path}",
+        ],
+        cwd=tmp_path,
+        stdin=cells,
+    )
     out = res.stdout + res.stderr
     assert "Class values must be smaller than num_classes" in out
     assert "channel_onehot_mismatch" in out
@@ -92,16 +105,30 @@ def test_ipython_extension(tmp_path: Path) -> None:
 
 def test_ipython_extension_sees_kernel_lines_on_fd2(tmp_path: Path) -> None:
     pytest.importorskip("IPython")
-    line = ("/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [3,0,0], "
-            "thread: [7,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size` failed.")
+    line = (
+        "/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [3,0,0], "
+        "thread: [7,0,0] Assertion `idx_dim >= 0 && idx_dim < index_size` failed."
+    )
     cells = textwrap.dedent(f"""
         %load_ext kbdebug
         import os
         os.write(2, b'{line}' + bytes([10])); raise RuntimeError("CUDA error: device-side assert triggered")
         print("next cell runs")
     """)
-    res = run([sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "--simple-prompt",
-               "--HistoryManager.enabled=False", f"--ipython-dir={tmp_path}"], cwd=tmp_path, stdin=cells)
+    res = run(
+        [
+            sys.executable,
+            "-m",
+            "IPython",
+            "--no-banner",
+            "--colors=NoColor",
+            "--simple-prompt",
+            "--HistoryManager.enabled=False",
+            f"--ipython-dir={tmp_path}",
+        ],
+        cwd=tmp_path,
+        stdin=cells,
+    )
     out = res.stdout + res.stderr
     assert "scatter_gather_index_oob" in out, out[-3000:]
     assert "block [3, 0, 0]" in out
@@ -140,9 +167,11 @@ def test_pytest_plugin_full_guide_a_flag_away(tmp_path: Path) -> None:
 
 def test_excepthook_compact_in_a_loop_of_threads(tmp_path: Path) -> None:
     train = tmp_path / "loop.py"
-    train.write_text("import threading, kbdebug, torch\nkbdebug.install(compact=True)\nemb = torch.nn.Embedding(10, 4)\n"
-                     "def work(i):\n    emb(torch.tensor([3, 10 + i]))\n"
-                     "for i in range(3):\n    t = threading.Thread(target=work, args=(i,)); t.start(); t.join()\n")
+    train.write_text(
+        "import threading, kbdebug, torch\nkbdebug.install(compact=True)\nemb = torch.nn.Embedding(10, 4)\n"
+        "def work(i):\n    emb(torch.tensor([3, 10 + i]))\n"
+        "for i in range(3):\n    t = threading.Thread(target=work, args=(i,)); t.start(); t.join()\n"
+    )
     res = run([sys.executable, str(train)], cwd=tmp_path)
     lines = [line for line in res.stderr.splitlines() if line.startswith("kbdebug: ")]
     assert len(lines) == 3 and all("loop.py:5" in line for line in lines), res.stderr[-2000:]

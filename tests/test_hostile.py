@@ -25,15 +25,19 @@ def no_traceback(proc: subprocess.CompletedProcess) -> None:
     assert b"Traceback (most recent call last)" not in proc.stderr, proc.stderr.decode(errors="replace")
 
 
-@pytest.mark.parametrize("data", [
-    bytes(range(256)) * 64 + ERROR,                      # binary
-    b"\xff\xfe\xfa not utf-8 \xc3\x28 " * 100 + ERROR,     # invalid UTF-8
-    b"\x00" * 5000 + ERROR + b"\x00" * 5000,              # NUL bytes
-    ERROR.replace(b"\n", b"\r\n") * 3,                    # CRLF
-    b"\x1b[31m" + ERROR.rstrip() + b"\x1b[0m\n",          # ANSI colours
-    b"Epoch 1: 3%|#| loss=0.2\r" * 20000 + ERROR,         # \r-only progress redraws
-    b"x" * 300_000 + b" " + ERROR,                         # one huge line ending in the error
-], ids=["binary", "invalid-utf8", "nul", "crlf", "ansi", "cr-only", "huge-line"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        bytes(range(256)) * 64 + ERROR,  # binary
+        b"\xff\xfe\xfa not utf-8 \xc3\x28 " * 100 + ERROR,  # invalid UTF-8
+        b"\x00" * 5000 + ERROR + b"\x00" * 5000,  # NUL bytes
+        ERROR.replace(b"\n", b"\r\n") * 3,  # CRLF
+        b"\x1b[31m" + ERROR.rstrip() + b"\x1b[0m\n",  # ANSI colours
+        b"Epoch 1: 3%|#| loss=0.2\r" * 20000 + ERROR,  # \r-only progress redraws
+        b"x" * 300_000 + b" " + ERROR,  # one huge line ending in the error
+    ],
+    ids=["binary", "invalid-utf8", "nul", "crlf", "ansi", "cr-only", "huge-line"],
+)
 def test_damaged_bytes_still_give_the_diagnosis(data: bytes) -> None:
     proc = explain(data)
     no_traceback(proc)
@@ -94,13 +98,21 @@ def test_poisoned_cache_entry_is_never_unpickled(tmp_path: Path) -> None:
     run_cli("explain", "-q", "--format", "json", "-", stdin=ERROR, env=env)  # fill the cache
     entries = list(cache.glob("*.pickle"))
     assert entries, "the cache was not written"
-    payload = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+    payload = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import os, pickle, sys
         class P:
             def __reduce__(self):
                 return (os.system, ("touch {marker}",))
         sys.stdout.buffer.write(pickle.dumps(P()))
-    """)], capture_output=True, check=True).stdout
+    """),
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
     for entry in entries:
         entry.write_bytes(payload)
     os.chmod(cache, 0o777)  # writable by others: nothing in it is trusted
@@ -126,8 +138,10 @@ def test_markdown_keeps_log_text_inert() -> None:
     stay text: the only HTML element is kbdebug's own Facts <details>."""
     from markdown_it import MarkdownIt
 
-    log = (b'Traceback (most recent call last):\n  File "t.py", line 3, in <module>\n    x()\n'
-           b"ValueError: bad <details><summary>x</summary> ```y``` `a` ``b`` <img src=x onerror=alert(1)> | c\n")
+    log = (
+        b'Traceback (most recent call last):\n  File "t.py", line 3, in <module>\n    x()\n'
+        b"ValueError: bad <details><summary>x</summary> ```y``` `a` ``b`` <img src=x onerror=alert(1)> | c\n"
+    )
     out = run_cli("explain", "-q", "--format", "markdown", "-", stdin=log).stdout.decode()
     page = MarkdownIt("commonmark", {"html": True}).enable("table").render(out)
     assert page.count("<details>") == 1 and "<img" not in page and "<summary>x" not in page

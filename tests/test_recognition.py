@@ -12,8 +12,10 @@ from kbdebug.api import diagnose_text
 from kbdebug.shapes import relation, shapes_in
 
 TB = 'Traceback (most recent call last):\n  File "/home/u/seg/train.py", line 88, in <module>\n    {code}\n'
-OOM = ("CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 15.77 GiB of which 1.12 GiB is free. "
-       "Of the allocated memory 12.01 GiB is allocated by PyTorch, and 1.30 GiB is reserved by PyTorch but unallocated.")
+OOM = (
+    "CUDA out of memory. Tried to allocate 2.50 GiB. GPU 0 has a total capacity of 15.77 GiB of which 1.12 GiB is free. "
+    "Of the allocated memory 12.01 GiB is allocated by PyTorch, and 1.30 GiB is reserved by PyTorch but unallocated."
+)
 
 
 def root(text: str) -> tuple[str | None, dict]:
@@ -26,45 +28,63 @@ DAMAGED = {
     "bare OOM message": ("step 120 loss 0.41\n" + OOM + "\n", "cuda_oom"),
     "bare shape message after a traceback": (
         TB.format(code="loss = criterion(logits, target)") + "Expected input batch_size (16) to match target batch_size (8).\n",
-        "batch_size_mismatch"),
+        "batch_size_mismatch",
+    ),
     "sentences on their own lines": ("torch.OutOfMemoryError: " + OOM.replace(". ", ".\n\n") + "\n", "cuda_oom"),
     "message wrapped mid-number": (
         "RuntimeError: CUDA out of memory. Tried to allocate 2.5\n0 GiB. GPU 0 has a total capacity of 15.77 GiB of which 1.12 GiB is free.\n",
-        "cuda_oom"),
+        "cuda_oom",
+    ),
     "traceback flattened onto one line": (
         'Traceback (most recent call last): File "run.py", line 12, in <module> main() File "run.py", line 9, in main '
         "y = model(x) RuntimeError: mat1 and mat2 shapes cannot be multiplied (32x1024 and 512x10)\n",
-        "matmul_shape_mismatch"),
+        "matmul_shape_mismatch",
+    ),
     "message cut off after its distinctive words": (
         TB.format(code="loss = F.cross_entropy(out, y)") + "RuntimeError: 0D or 1D target tensor expected, multi-tar\n",
-        "target_shape_mismatch"),
+        "target_shape_mismatch",
+    ),
     "full-width punctuation": (
         "RuntimeError：Given groups=1，weight of size [64， 3， 3， 3]，expected input[8， 1， 32， 32] to have 3 channels，"
         "but got 1 channels instead\n",
-        "conv_channel_mismatch"),
+        "conv_channel_mismatch",
+    ),
     "translated assert line": (
         "/opt/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:93：operator()：block：[3,0,0]，thread：[17,0,0] 断言 "
         '`-sizes[i] <= index && index < sizes[i] && "index out of bounds"` 失败。\n'
         "RuntimeError：CUDA 错误：触发了设备端断言\n",
-        "index_out_of_bounds"),
+        "index_out_of_bounds",
+    ),
     "journald prefix": (
         "Mar 02 10:11:12 gpu01 trainer[8812]: RuntimeError: CUDA error: an illegal memory access was encountered\n",
-        "illegal_memory_access"),
+        "illegal_memory_access",
+    ),
     "worker prefix with a rank": (
-        "(Worker rank=3 pid=4411) ERROR 05-02 10:11:12 [worker.py:201] torch.OutOfMemoryError: " + OOM + "\n", "cuda_oom"),
+        "(Worker rank=3 pid=4411) ERROR 05-02 10:11:12 [worker.py:201] torch.OutOfMemoryError: " + OOM + "\n",
+        "cuda_oom",
+    ),
     "python logging prefix": (
-        "".join(f"2025-01-02 03:04:0{i},123 - ERROR - {ln}\n" for i, ln in enumerate(
-            (TB.format(code="emb = self.tok(ids)") + "IndexError: index out of range in self").splitlines())),
-        "embedding_index_oob"),
+        "".join(
+            f"2025-01-02 03:04:0{i},123 - ERROR - {ln}\n"
+            for i, ln in enumerate((TB.format(code="emb = self.tok(ids)") + "IndexError: index out of range in self").splitlines())
+        ),
+        "embedding_index_oob",
+    ),
     "notebook 'Error:' before the exception": (
-        "Error:  ValueError: Expected input batch_size (4) to match target batch_size (2).\n", "batch_size_mismatch"),
+        "Error:  ValueError: Expected input batch_size (4) to match target batch_size (2).\n",
+        "batch_size_mismatch",
+    ),
     "terminal pane border": (
-        "".join(f"{ln:<100}x\n" for ln in (TB.format(code="y = x.cuda()") + "RuntimeError: CUDA error: unspecified launch failure")
-                .splitlines()), "launch_failure"),
+        "".join(
+            f"{ln:<100}x\n" for ln in (TB.format(code="y = x.cuda()") + "RuntimeError: CUDA error: unspecified launch failure").splitlines()
+        ),
+        "launch_failure",
+    ),
     "message with no type and no traceback": (
         "  assert pred.size() == target.size(), \"'input' and 'target' must have the same shape\"\n"
         "'input' and 'target' must have the same shape\n",
-        "target_shape_mismatch"),
+        "target_shape_mismatch",
+    ),
 }
 
 
@@ -86,25 +106,30 @@ def test_no_error_no_answer_and_unknown_error_is_other() -> None:
 
 
 def test_wrapper_error_gives_way_to_the_named_cause() -> None:
-    text = ("RuntimeError: The following operation failed in the TorchScript interpreter.\n"
-            "RuntimeError: index_add_cuda_ does not have a deterministic implementation, but you set "
-            "'torch.use_deterministic_algorithms(True)'.\n")
+    text = (
+        "RuntimeError: The following operation failed in the TorchScript interpreter.\n"
+        "RuntimeError: index_add_cuda_ does not have a deterministic implementation, but you set "
+        "'torch.use_deterministic_algorithms(True)'.\n"
+    )
     assert root(text)[0] == "deterministic_unsupported"
 
 
 # -- shape relations --------------------------------------------------------------------------------
-@pytest.mark.parametrize(("a", "b", "rel"), [
-    ([4, 14, 96, 96, 96], [4, 1, 96, 96, 96], "channel"),
-    ([8, 6, 128, 128], [8, 1, 128, 128], "channel"),
-    ([8, 10], [8, 7], "class"),
-    ([20, 152, 200], [20, 302, 400], "spatial"),
-    ([2, 5, 64, 64], [2, 5, 32, 32], "spatial"),
-    ([16, 3, 32, 32], [8, 3, 32, 32], "batch"),
-    ([4, 10], [5], "batch"),
-    ([4, 1, 96, 96], [4, 96, 96], "rank"),
-    ([3, 4], [3, 4], "same"),
-    ([2, 3, 4], [5, 6, 4], "mixed"),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "rel"),
+    [
+        ([4, 14, 96, 96, 96], [4, 1, 96, 96, 96], "channel"),
+        ([8, 6, 128, 128], [8, 1, 128, 128], "channel"),
+        ([8, 10], [8, 7], "class"),
+        ([20, 152, 200], [20, 302, 400], "spatial"),
+        ([2, 5, 64, 64], [2, 5, 32, 32], "spatial"),
+        ([16, 3, 32, 32], [8, 3, 32, 32], "batch"),
+        ([4, 10], [5], "batch"),
+        ([4, 1, 96, 96], [4, 96, 96], "rank"),
+        ([3, 4], [3, 4], "same"),
+        ([2, 3, 4], [5, 6, 4], "mixed"),
+    ],
+)
 def test_relation(a: list[int], b: list[int], rel: str) -> None:
     assert relation(a, b) == rel
     assert relation(b, a) == rel
@@ -119,40 +144,61 @@ SHAPES = {
     "BCE target with 3 channels vs 1-channel logits": (
         TB.format(code="loss = criterion(masks_pred, true_masks)")
         + "ValueError: Target size (torch.Size([2, 3, 256, 256])) must be the same as input size (torch.Size([2, 1, 256, 256]))\n",
-        "channel_onehot_mismatch", {"input_channels": 1, "target_channels": 3, "shape_relation": "channel"}),
+        "channel_onehot_mismatch",
+        {"input_channels": 1, "target_channels": 3, "shape_relation": "channel"},
+    ),
     "MONAI label [B,1,...] vs logits [B,14,...]": (
         "AssertionError: ground truth has different shape (torch.Size([4, 1, 96, 96, 96])) from input (torch.Size([4, 14, 96, 96, 96]))\n",
-        "channel_onehot_mismatch", {"input_shape": [4, 14, 96, 96, 96], "target_shape": [4, 1, 96, 96, 96]}),
+        "channel_onehot_mismatch",
+        {"input_shape": [4, 14, 96, 96, 96], "target_shape": [4, 1, 96, 96, 96]},
+    ),
     "a metric's own wording naming prediction and label": (
         TB.format(code="score = metric(preds, target)")
         + "ValueError: Predictions and targets are expected to have the same shape, got torch.Size([8, 6, 128, 128]) "
-          "and torch.Size([8, 1, 128, 128]).\n",
-        "channel_onehot_mismatch", {"shape_relation": "channel"}),
+        "and torch.Size([8, 1, 128, 128]).\n",
+        "channel_onehot_mismatch",
+        {"shape_relation": "channel"},
+    ),
     "a user's assert on spatially different masks": (
-        TB.format(code="assert pred_mask.shape == gt_mask.shape") + "AssertionError: torch.Size([4, 64, 64]) != torch.Size([4, 128, 128])\n",
-        "target_shape_mismatch", {"shape_relation": "spatial"}),
+        TB.format(code="assert pred_mask.shape == gt_mask.shape")
+        + "AssertionError: torch.Size([4, 64, 64]) != torch.Size([4, 128, 128])\n",
+        "target_shape_mismatch",
+        {"shape_relation": "spatial"},
+    ),
     "only the batch dim differs": (
         TB.format(code="loss = F.mse_loss(pred, target)")
         + "ValueError: Target size (torch.Size([16, 1])) must be the same as input size (torch.Size([12, 1]))\n",
-        "batch_size_mismatch", {"shape_relation": "batch"}),
+        "batch_size_mismatch",
+        {"shape_relation": "batch"},
+    ),
     "broadcast at dim 1 inside a loss": (
         TB.format(code="loss = dice_loss(pred, label)")
         + "RuntimeError: The size of tensor a (14) must match the size of tensor b (13) at non-singleton dimension 1\n",
-        "channel_onehot_mismatch", {}),
+        "channel_onehot_mismatch",
+        {},
+    ),
     "broadcast at dim 1 elsewhere": (
         TB.format(code="h = feats + pos_emb")
         + "RuntimeError: The size of tensor a (14) must match the size of tensor b (13) at non-singleton dimension 1\n",
-        "broadcast_shape_mismatch", {}),
+        "broadcast_shape_mismatch",
+        {},
+    ),
     "one-hot built with scatter_ from a label >= C": (
         TB.format(code="y_onehot.scatter_(1, labels, 1)") + "RuntimeError: index 21 is out of bounds for dimension 1 with size 19\n",
-        "channel_onehot_mismatch", {}),
+        "channel_onehot_mismatch",
+        {},
+    ),
     "plain gather out of bounds stays a gather": (
         TB.format(code="picked = scores.gather(1, idx)") + "RuntimeError: index 21 is out of bounds for dimension 1 with size 19\n",
-        "scatter_gather_index_oob", {}),
+        "scatter_gather_index_oob",
+        {},
+    ),
     "two images of a batch, not a prediction/label pair": (
         TB.format(code="return torch.stack(imgs)")
         + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5\n",
-        "other", {}),
+        "other",
+        {},
+    ),
 }
 
 

@@ -8,7 +8,10 @@ from kbdebug.api import diagnose_text
 
 ASSERTS = "".join(
     f"/pytorch/aten/src/ATen/native/cuda/Loss.cu:242: nll_loss_forward_reduce_cuda_kernel_2d: block: [{b},0,0], thread: [{t},0,0] "
-    "Assertion `t >= 0 && t < n_classes` failed.\n" for b in range(3, 9) for t in (1, 2))
+    "Assertion `t >= 0 && t < n_classes` failed.\n"
+    for b in range(3, 9)
+    for t in (1, 2)
+)
 LOG = "epoch 1\nstep 7 loss 0.3\n" + ASSERTS + "RuntimeError: CUDA error: device-side assert triggered\nafter\n"
 
 
@@ -62,8 +65,10 @@ def test_guides_render_markdown_in_every_format() -> None:
 
 def test_frame_tensors_table_marks_the_label() -> None:
     diag = diagnose_text("ValueError: Target size (torch.Size([1, 3, 8, 8])) must be the same as input size (torch.Size([1, 1, 8, 8]))\n")
-    diag.root.facts["frame_tensors"] = {"logits": {"shape": [1, 1, 8, 8], "dtype": "float32", "device": "cpu", "min": -1.5, "max": 2},
-                                        "mask": {"shape": [1, 3, 8, 8], "dtype": "float32", "device": "cpu", "min": 0, "max": 1}}
+    diag.root.facts["frame_tensors"] = {
+        "logits": {"shape": [1, 1, 8, 8], "dtype": "float32", "device": "cpu", "min": -1.5, "max": 2},
+        "mask": {"shape": [1, 3, 8, 8], "dtype": "float32", "device": "cpu", "min": 0, "max": 1},
+    }
     text = diag.render("text")
     assert "! mask" in text and "  logits" in text and "{'shape'" not in text
     dom = _Dom()

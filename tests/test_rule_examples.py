@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kbdebug._resources import data_dir
-from kbdebug.kb.examples import check_example, check_examples
+from kbdebug.authoring.examples import check_example, check_examples
 from kbdebug.kb.loader import load_rule
 from kbdebug.kb.model import Rule
 

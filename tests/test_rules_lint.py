@@ -7,7 +7,7 @@ from pathlib import Path
 
 from conftest import ROOT, run_cli
 
-from kbdebug.kb.lint import lint_directory
+from kbdebug.authoring.lint import lint_directory
 
 GUIDE = '[guide]\nwhat = "{what}"\nwhy = "Because it happened here."\nconfirm = "Confirm it with a check."\nfix = "Fix the data before the loss."\n'
 
@@ -20,10 +20,12 @@ def rule_file(directory: Path, name: str, head: str, what: str = "The value {{ e
 
 def test_every_problem_of_a_file_is_listed_with_field_and_sentence(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text('id = "Bad-Id"\ntitle = "x"\npriority = 300\ncolour = "red"\n'
-                    '[[match]]\nkind = "kernel_asert"\nfields = { condition = "(unclosed" }\n'
-                    '[guide]\nwhat = "The value {{ error_message  was wrong"\nwhy = "short"\n'
-                    'confirm = "Confirm it with a check."\nfix = "Fix the data before the loss."\n')
+    path.write_text(
+        'id = "Bad-Id"\ntitle = "x"\npriority = 300\ncolour = "red"\n'
+        '[[match]]\nkind = "kernel_asert"\nfields = { condition = "(unclosed" }\n'
+        '[guide]\nwhat = "The value {{ error_message  was wrong"\nwhy = "short"\n'
+        'confirm = "Confirm it with a check."\nfix = "Fix the data before the loss."\n'
+    )
     problems = lint_directory(tmp_path)
     fields = [line.split(": ")[1] for line in problems]
     assert all(line.startswith(f"{path}: ") for line in problems)
@@ -35,9 +37,13 @@ def test_every_problem_of_a_file_is_listed_with_field_and_sentence(tmp_path: Pat
 
 
 def test_templates_variables_checks_and_rule_ids_are_checked(tmp_path: Path) -> None:
-    rule_file(tmp_path, "typo", 'id = "typo"\ntitle = "a user rule"\nchecks = ["class_target"]\n'
-              'consequence_of = ["no_such_rule", "nll_target_out_of_range"]\n[facts]\nmine = "{{ kernel_file }}!"',
-              what="The value {{ eror_message }} and {{ mine }} at {{ cublas_status }}.")
+    rule_file(
+        tmp_path,
+        "typo",
+        'id = "typo"\ntitle = "a user rule"\nchecks = ["class_target"]\n'
+        'consequence_of = ["no_such_rule", "nll_target_out_of_range"]\n[facts]\nmine = "{{ kernel_file }}!"',
+        what="The value {{ eror_message }} and {{ mine }} at {{ cublas_status }}.",
+    )
     rule_file(tmp_path, "unclosed", 'id = "unclosed"\ntitle = "a user rule"', what="The value {% if x %} never closed.")
     problems = lint_directory(tmp_path)
     typo = [p for p in problems if "typo.toml" in p]
@@ -66,8 +72,12 @@ def test_bundled_rules_are_clean_and_cli_exit_status(tmp_path: Path) -> None:
 
 
 def test_broken_template_user_rule_does_not_reach_the_guide(tmp_path: Path) -> None:
-    rule_file(tmp_path, "nll_target_out_of_range", 'id = "nll_target_out_of_range"\ntitle = "override"',
-              what="The value {{ error_message  was wrong")
+    rule_file(
+        tmp_path,
+        "nll_target_out_of_range",
+        'id = "nll_target_out_of_range"\ntitle = "override"',
+        what="The value {{ error_message  was wrong",
+    )
     proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), str(ROOT / "examples" / "segmentation_crash.log"))
     out = json.loads(proc.stdout)
     assert out["incidents"][0]["rule"] == "nll_target_out_of_range" and "template error" not in proc.stdout.decode()
@@ -86,13 +96,18 @@ def test_fact_vocabulary_holds_every_fact_kbdebug_produced() -> None:
     from test_diagnosis import RULE_FIXTURES
 
     from kbdebug.api import diagnose_text
+    from kbdebug.authoring.lint import fact_vocabulary
     from kbdebug.kb import load_kb
-    from kbdebug.kb.lint import fact_vocabulary
 
     names, patterns = fact_vocabulary()
     kb = load_kb()
-    produced = {key for text in RULE_FIXTURES.values() for inc in diagnose_text(text).incidents for key in inc.facts
-                if key not in kb.get(inc.rule).facts}  # a rule's own derived facts are checked per rule
+    produced = {
+        key
+        for text in RULE_FIXTURES.values()
+        for inc in diagnose_text(text).incidents
+        for key in inc.facts
+        if key not in kb.get(inc.rule).facts
+    }  # a rule's own derived facts are checked per rule
     assert len(produced) > 20
     assert {k for k in produced if k not in names and not any(p.match(k) for p in patterns)} == set()
     assert "eror_message" not in names and not any(p.match("eror_message") for p in patterns)

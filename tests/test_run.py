@@ -17,7 +17,7 @@ from conftest import run_in_pty
 ROOT = Path(__file__).resolve().parent.parent
 KBDEBUG = [sys.executable, "-m", "kbdebug", "run"]
 
-ASYNC_CHILD = textwrap.dedent('''
+ASYNC_CHILD = textwrap.dedent("""
     import os, sys
     print("CUDA_LAUNCH_BLOCKING=" + os.environ.get("CUDA_LAUNCH_BLOCKING", "unset"))
     print("TORCH_SHOW_CPP_STACKTRACES=" + os.environ.get("TORCH_SHOW_CPP_STACKTRACES", "unset"))
@@ -32,7 +32,7 @@ ASYNC_CHILD = textwrap.dedent('''
                          'CUDA kernel errors might be asynchronously reported at some other API call, so the '
                          'stacktrace below might be incorrect.\\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\\n')
     sys.exit(3)
-''')
+""")
 
 
 def env() -> dict[str, str]:
@@ -42,8 +42,9 @@ def env() -> dict[str, str]:
 
 
 def kb_run(*args: str, timeout: float = 60, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*KBDEBUG, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**env(), **(extra_env or {})}, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*KBDEBUG, *args], capture_output=True, text=True, timeout=timeout, env={**env(), **(extra_env or {})}, stdin=subprocess.DEVNULL
+    )
 
 
 def script(tmp_path: Path, text: str, name: str = "child.py") -> str:
@@ -78,7 +79,9 @@ def test_exit_code_of_any_value(tmp_path: Path) -> None:
 
 def test_output_streams_before_the_child_ends(tmp_path: Path) -> None:
     flag = tmp_path / "go"
-    child = script(tmp_path, textwrap.dedent(f"""
+    child = script(
+        tmp_path,
+        textwrap.dedent(f"""
         import os, sys, time
         print("ready")  # no flush: kbdebug must make the child unbuffered
         deadline = time.time() + 30
@@ -87,9 +90,11 @@ def test_output_streams_before_the_child_ends(tmp_path: Path) -> None:
                 sys.exit(9)
             time.sleep(0.02)
         print("done")
-    """))
-    proc = subprocess.Popen([*KBDEBUG, "--", sys.executable, child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env(), stdin=subprocess.DEVNULL)
+    """),
+    )
+    proc = subprocess.Popen(
+        [*KBDEBUG, "--", sys.executable, child], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), stdin=subprocess.DEVNULL
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert first == b"ready\n"
@@ -105,8 +110,12 @@ def test_rerun_sets_blocking_and_reports_both(tmp_path: Path) -> None:
     save = tmp_path / "saved"
     res = kb_run("--rerun", "--save", str(save), "--", sys.executable, child)
     assert res.returncode == 3
-    assert res.stdout.splitlines() == ["CUDA_LAUNCH_BLOCKING=unset", "TORCH_SHOW_CPP_STACKTRACES=unset",
-                                       "CUDA_LAUNCH_BLOCKING=1", "TORCH_SHOW_CPP_STACKTRACES=1"]
+    assert res.stdout.splitlines() == [
+        "CUDA_LAUNCH_BLOCKING=unset",
+        "TORCH_SHOW_CPP_STACKTRACES=unset",
+        "CUDA_LAUNCH_BLOCKING=1",
+        "TORCH_SHOW_CPP_STACKTRACES=1",
+    ]
     assert "first run: async_error_unlocalized at train.py:9" in res.stderr
     assert "with CUDA_LAUNCH_BLOCKING=1: nll_target_out_of_range at train.py:7, kernel Loss.cu:250" in res.stderr
     assert f"saved in {save / 'run-001'}" in res.stderr
@@ -120,7 +129,9 @@ def test_rerun_sets_blocking_and_reports_both(tmp_path: Path) -> None:
 
 
 def test_rerun_for_an_asynchronous_illegal_memory_access(tmp_path: Path) -> None:
-    child = script(tmp_path, textwrap.dedent('''
+    child = script(
+        tmp_path,
+        textwrap.dedent("""
         import os, sys
         print("CUDA_LAUNCH_BLOCKING=" + os.environ.get("CUDA_LAUNCH_BLOCKING", "unset"))
         sys.stderr.write('Traceback (most recent call last):\\n  File "train.py", line 30, in <module>\\n'
@@ -128,7 +139,8 @@ def test_rerun_for_an_asynchronous_illegal_memory_access(tmp_path: Path) -> None
                          'CUDA kernel errors might be asynchronously reported at some other API call, so the '
                          'stacktrace below might be incorrect.\\n')
         sys.exit(1)
-    '''))
+    """),
+    )
     res = kb_run("--rerun", "--", sys.executable, child)
     assert res.returncode == 1
     assert res.stdout.splitlines() == ["CUDA_LAUNCH_BLOCKING=unset", "CUDA_LAUNCH_BLOCKING=1"]
@@ -147,7 +159,9 @@ def test_no_rerun_without_a_tty_only_suggests(tmp_path: Path) -> None:
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signals_are_forwarded(tmp_path: Path, sig: signal.Signals) -> None:
-    child = script(tmp_path, textwrap.dedent("""
+    child = script(
+        tmp_path,
+        textwrap.dedent("""
         import signal, sys, time
         def handler(signum, frame):
             print("child got", signum, flush=True)
@@ -157,9 +171,11 @@ def test_signals_are_forwarded(tmp_path: Path, sig: signal.Signals) -> None:
         print("ready", flush=True)
         time.sleep(30)
         sys.exit(0)
-    """))
-    proc = subprocess.Popen([*KBDEBUG, "--", sys.executable, child], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env(), stdin=subprocess.DEVNULL)
+    """),
+    )
+    proc = subprocess.Popen(
+        [*KBDEBUG, "--", sys.executable, child], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env(), stdin=subprocess.DEVNULL
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"ready\n"
     time.sleep(0.2)
@@ -190,15 +206,17 @@ def test_command_not_found() -> None:
 
 
 def test_sanitizer_missing_is_one_clear_line(tmp_path: Path) -> None:
-    res = kb_run("--sanitizer", "memcheck", "--", sys.executable, "-c", "pass",
-                 extra_env={"KBDEBUG_COMPUTE_SANITIZER": str(tmp_path / "none")})
+    res = kb_run(
+        "--sanitizer", "memcheck", "--", sys.executable, "-c", "pass", extra_env={"KBDEBUG_COMPUTE_SANITIZER": str(tmp_path / "none")}
+    )
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "compute-sanitizer is not on PATH" in res.stderr
 
 
 def test_sanitizer_report_is_diagnosed(tmp_path: Path) -> None:
     fake = tmp_path / "compute-sanitizer"
-    fake.write_text(textwrap.dedent(f"""\
+    fake.write_text(
+        textwrap.dedent(f"""\
         #!{sys.executable}
         import subprocess, sys
         assert sys.argv[1:3] == ["--tool", "memcheck"], sys.argv
@@ -211,10 +229,20 @@ def test_sanitizer_report_is_diagnosed(tmp_path: Path) -> None:
         print("=========")
         print("========= ERROR SUMMARY: 1 error")
         sys.exit(rc)
-    """))
+    """)
+    )
     fake.chmod(0o755)
-    res = kb_run("--sanitizer", "memcheck", "-f", "json", "--", sys.executable, "-c", "print('app ran')",
-                 extra_env={"KBDEBUG_COMPUTE_SANITIZER": str(fake)})
+    res = kb_run(
+        "--sanitizer",
+        "memcheck",
+        "-f",
+        "json",
+        "--",
+        sys.executable,
+        "-c",
+        "print('app ran')",
+        extra_env={"KBDEBUG_COMPUTE_SANITIZER": str(fake)},
+    )
     assert res.returncode == 0, res.stderr
     assert "app ran" in res.stdout
     diag = json.loads(res.stderr)
@@ -232,8 +260,7 @@ def test_no_command_is_a_usage_error() -> None:
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX pty")
 def test_asks_before_rerunning_on_a_tty(tmp_path: Path) -> None:
     child = script(tmp_path, ASYNC_CHILD)
-    out, code = run_in_pty([*KBDEBUG, "--", sys.executable, child], env=env(),
-                           answer=(b"re-run once with CUDA_LAUNCH_BLOCKING=1", b"y\n"))
+    out, code = run_in_pty([*KBDEBUG, "--", sys.executable, child], env=env(), answer=(b"re-run once with CUDA_LAUNCH_BLOCKING=1", b"y\n"))
     assert b"re-running with CUDA_LAUNCH_BLOCKING=1" in out, out[-2000:]
     assert code == 3
     assert b"CUDA_LAUNCH_BLOCKING=1\r\n" in out

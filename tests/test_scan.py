@@ -31,10 +31,12 @@ def test_ansi_crlf_and_carriage_returns_are_normalised() -> None:
 
 
 def test_prefixes_are_stripped_and_rank_kept() -> None:
-    data = (b"[rank3]: RuntimeError: CUDA error: invalid device ordinal\n"
-            b"[default1]:Traceback (most recent call last):\n"
-            b"2024-01-02 03:04:05,123 ERROR | run.py | line 4 : ValueError: bad\n"
-            b"0: IndexError: Target 3 is out of bounds.\n")
+    data = (
+        b"[rank3]: RuntimeError: CUDA error: invalid device ordinal\n"
+        b"[default1]:Traceback (most recent call last):\n"
+        b"2024-01-02 03:04:05,123 ERROR | run.py | line 4 : ValueError: bad\n"
+        b"0: IndexError: Target 3 is out of bounds.\n"
+    )
     lines = list(iter_lines(scan_bytes(data)))
     assert (lines[0].text, lines[0].rank) == ("RuntimeError: CUDA error: invalid device ordinal", 3)
     assert (lines[1].text, lines[1].rank) == ("Traceback (most recent call last):", 1)
@@ -43,8 +45,10 @@ def test_prefixes_are_stripped_and_rank_kept() -> None:
 
 
 def test_glued_records_are_split() -> None:
-    data = (b"RuntimeError: CUDA error: device-side assert triggeredTraceback (most recent call last):\n"
-            b"test_x (T) ... ========= Invalid __global__ read of size 2 bytes\n")
+    data = (
+        b"RuntimeError: CUDA error: device-side assert triggeredTraceback (most recent call last):\n"
+        b"test_x (T) ... ========= Invalid __global__ read of size 2 bytes\n"
+    )
     lines = texts(data)
     assert "RuntimeError: CUDA error: device-side assert triggered" in lines
     assert "Traceback (most recent call last):" in lines
@@ -79,7 +83,7 @@ def test_streaming_in_tiny_chunks_equals_whole() -> None:
     whole = [(ln.no, ln.text) for ln in iter_lines(scan_bytes(data))]
     s = Scanner(back=2048, fwd=512)
     for i in range(0, len(data), 7):
-        s.feed(data[i:i + 7])
+        s.feed(data[i : i + 7])
     tiny = [(ln.no, ln.text) for ln in iter_lines(s.close())]
     ref = Scanner(back=2048, fwd=512)
     ref.feed(data)
@@ -94,8 +98,15 @@ def test_line_numbers_are_source_lines() -> None:
 
 
 def test_every_needle_is_in_every_evidence_kind() -> None:
-    samples = ["Assertion `x` failed.", "RuntimeError: x", "cuDNN error: X", "========= Invalid",
-               "UserWarning: x", "[E ProcessGroupNCCL.cpp:1] Watchdog caught", "THCudaCheck FAIL error=74"]
+    samples = [
+        "Assertion `x` failed.",
+        "RuntimeError: x",
+        "cuDNN error: X",
+        "========= Invalid",
+        "UserWarning: x",
+        "[E ProcessGroupNCCL.cpp:1] Watchdog caught",
+        "THCudaCheck FAIL error=74",
+    ]
     for sample in samples:
         assert any(n.decode() in sample for n in NEEDLES), sample
 
@@ -169,8 +180,7 @@ def evidence(regions: list) -> set[tuple[int, str]]:
 
 
 def test_redraw_segments_are_not_rejoined_as_wrapped_lines() -> None:
-    bars = b"".join(f"Epoch 1: {p:3d}%|{'#' * (p // 5):<20}| {p}/100 [00:01<00:02, 9.1it/s, loss=0.5]\r".encode()
-                    for p in range(0, 60, 2))
+    bars = b"".join(f"Epoch 1: {p:3d}%|{'#' * (p // 5):<20}| {p}/100 [00:01<00:02, 9.1it/s, loss=0.5]\r".encode() for p in range(0, 60, 2))
     data = bars + b"RuntimeError: CUDA error: device-side assert triggered\n"
     lines = texts(data)
     assert "RuntimeError: CUDA error: device-side assert triggered" in lines

@@ -11,12 +11,16 @@ from kbdebug.api import diagnose_text
 from kbdebug.kb.matcher import rank_list
 from kbdebug.signature import normalise_message
 
-ASSERT = ("{prefix}/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{line}: operator(): block: [{b},0,0], "
-          'thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
-          '{prefix}Traceback (most recent call last):\n{prefix}  File "{root}/train.py", line {uline}, in step\n'
-          "{prefix}    loss = crit(logits.gather(1, idx), y)\n{prefix}RuntimeError: CUDA error: device-side assert triggered\n")
-OOM = ('Traceback (most recent call last):\n  File "{root}/train.py", line {uline}, in step\n    out = model(x)\n'
-       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {n}.00 GiB. GPU {g} has a total capacity of 79.15 GiB\n")
+ASSERT = (
+    "{prefix}/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{line}: operator(): block: [{b},0,0], "
+    'thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+    '{prefix}Traceback (most recent call last):\n{prefix}  File "{root}/train.py", line {uline}, in step\n'
+    "{prefix}    loss = crit(logits.gather(1, idx), y)\n{prefix}RuntimeError: CUDA error: device-side assert triggered\n"
+)
+OOM = (
+    'Traceback (most recent call last):\n  File "{root}/train.py", line {uline}, in step\n    out = model(x)\n'
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {n}.00 GiB. GPU {g} has a total capacity of 79.15 GiB\n"
+)
 
 
 def sig(text: str) -> str:
@@ -30,8 +34,10 @@ def test_same_crash_in_another_run_rank_and_paste_has_one_signature() -> None:
     variants = [
         ASSERT.format(prefix="", line=365, b=210, t=31, root="/scratch/job-77", uline=91),  # other run, block, line
         ASSERT.format(prefix="[rank5]:", line=365, b=4, t=9, root="/home/a", uline=88),  # another rank
-        "".join(f"2025-03-01 10:00:0{i},000 - ERROR - {ln}\n" for i, ln in enumerate(
-            ASSERT.format(prefix="", line=365, b=4, t=9, root="/home/a", uline=88).splitlines())),  # timestamped
+        "".join(
+            f"2025-03-01 10:00:0{i},000 - ERROR - {ln}\n"
+            for i, ln in enumerate(ASSERT.format(prefix="", line=365, b=4, t=9, root="/home/a", uline=88).splitlines())
+        ),  # timestamped
         ASSERT.format(prefix="", line=365, b=4, t=9, root="/home/a", uline=88).replace("\n", "\r\n"),  # CRLF
         "".join("> " + ln + "\n" for ln in ASSERT.format(prefix="", line=365, b=4, t=9, root="/home/a", uline=88).splitlines()),
         "step 1 loss 0.3\n" * 500 + ASSERT.format(prefix="", line=365, b=4, t=9, root="/home/a", uline=88) + "step 2\n" * 20,
@@ -50,13 +56,14 @@ def test_other_cause_or_other_site_is_another_signature() -> None:
 def test_signature_key_is_readable_and_run_independent() -> None:
     root = diagnose_text(OOM.format(root="/home/u/proj", uline=42, n=2, g=1)).root
     assert root is not None
-    assert root.signature_key == ("cuda_oom | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate <n> GiB. GPU <n> h"
-                                  " | at train.py:step")
+    assert root.signature_key == (
+        "cuda_oom | torch.OutOfMemoryError: CUDA out of memory. Tried to allocate <n> GiB. GPU <n> h | at train.py:step"
+    )
     assert len(root.signature) == 12 and int(root.signature, 16) >= 0
     assert normalise_message("at 0x7f3a21 in /usr/lib/x.so on 2024-01-02 12:00:01.5 'foo' 7") == "at <addr> in x.so on <time> <name> <n>"
 
 
-def test_dev_corpus_signatures_survive_damage_and_never_cross_rules(corpus) -> None:  # noqa: ANN001
+def test_dev_corpus_signatures_survive_damage_and_never_cross_rules(corpus) -> None:
     sys.path.insert(0, str(corpus.parent.parent / "tools"))
     mutate = pytest.importorskip("mutate_eval")
     kept = total = 0
@@ -82,9 +89,11 @@ def eight_ranks(causal: int = 3) -> str:
     lines = []
     for r in range(8):
         if r != causal:
-            lines.append(f"[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
-                         f"WorkNCCL(SeqNum={100 + r}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
-                         f"600{r:03d} milliseconds before timing out.")
+            lines.append(
+                f"[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+                f"WorkNCCL(SeqNum={100 + r}, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+                f"600{r:03d} milliseconds before timing out."
+            )
     mine = ASSERT.format(prefix=f"[rank{causal}]:", line=365, b=4, t=9, root="/work", uline=88).splitlines()
     return "\n".join(lines[:2] + mine + lines[2:]) + "\n"
 

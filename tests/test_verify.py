@@ -206,8 +206,10 @@ def test_result_prints_and_is_truthy() -> None:
 
 
 def test_diagnosis_verify_runs_the_rules_checks() -> None:
-    log = ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
-           "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n")
+    log = (
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], "
+        "thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+    )
     diag = diagnose_text(log)
     assert diag.root.rule == "nll_target_out_of_range"
     logits, target = torch.randn(4, 14), torch.tensor([0, 13, 255, 2])

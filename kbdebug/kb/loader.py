@@ -107,6 +107,7 @@ def rule_templates(data: dict[str, Any]) -> list[tuple[str, str]]:
 
     Read from the parsed file rather than the model so that a rule the model rejects is still checked.
     """
+
     def strings(value: Any) -> dict[str, str]:
         return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
 
@@ -207,10 +208,3 @@ def _expand_groups(kb: KnowledgeBase) -> None:
                     if rid not in expanded and rid != rule.id:
                         expanded.append(rid)
             rule.consequence_of = expanded
-
-
-def lint(directory: Path) -> list[str]:
-    """Every problem in a rule directory, one line each (kept here for callers; the work is kbdebug.kb.lint's)."""
-    from kbdebug.kb.lint import lint_directory
-
-    return lint_directory(directory)

@@ -148,8 +148,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         rule, m = found
         inc = incidents.get(rule.id)
         if inc is None:
-            inc = incidents[rule.id] = Incident(rule=rule.id, title=rule.title, confidence=m.confidence,
-                                                first_line=rec.first_line)
+            inc = incidents[rule.id] = Incident(rule=rule.id, title=rule.title, confidence=m.confidence, first_line=rec.first_line)
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
         inc.records.append(rec)  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
@@ -189,8 +188,11 @@ def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] |
     for inc in incidents.values():
         if any(id(r) in located for r in inc.records):
             continue
-        after = [rec for rec, hit in zip(records, found, strict=True)
-                 if hit is None and rec.kind == "exception" and rec.first_line >= inc.first_line and getattr(rec, "frames", None)]
+        after = [
+            rec
+            for rec, hit in zip(records, found, strict=True)
+            if hit is None and rec.kind == "exception" and rec.first_line >= inc.first_line and getattr(rec, "frames", None)
+        ]
         if after:  # the last traceback printed is the error's own (an anomaly warning prints the forward call's first)
             inc.records.append(after[-1])  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
 
@@ -206,8 +208,11 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
             continue  # a warning is not the error whose lines it shares
         own = _priority(*found[i]) if found[i] else -1  # type: ignore[misc]
         best: tuple[Rule, Match] | None = None
-        near = [j for j, other in enumerate(records)
-                if j != i and other.kind != "exception" and rec.first_line - 3 <= other.first_line <= rec.last_line]
+        near = [
+            j
+            for j, other in enumerate(records)
+            if j != i and other.kind != "exception" and rec.first_line - 3 <= other.first_line <= rec.last_line
+        ]
         for j in near:
             cand = found[j]
             if cand is not None and _priority(*cand) > own and (best is None or _priority(*cand) > _priority(*best)):
@@ -217,8 +222,12 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
             continue
         for j in near:  # the exception's reading wins: its message's template record joins it
             cand = found[j]
-            if found[i] is not None and records[j].kind == "message" and rec.first_line <= records[j].first_line \
-                    and (cand is None or _priority(*cand) < own):
+            if (
+                found[i] is not None
+                and records[j].kind == "message"
+                and rec.first_line <= records[j].first_line
+                and (cand is None or _priority(*cand) < own)
+            ):
                 found[j] = found[i]
 
 
@@ -231,17 +240,23 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Inc
         assert rule is not None
         causes = [by_id[c] for c in rule.consequence_of if c in by_id and c != inc.rule and c not in folded]
         if "*" in rule.consequence_of:  # any named cause; the catch-all names none
-            causes += [i for i in incidents if i.rule != inc.rule and i.rule not in folded
-                       and "*" not in getattr(kb.get(i.rule), "consequence_of", [])
-                       and "fallback" not in _tags(kb, i.rule)]
+            causes += [
+                i
+                for i in incidents
+                if i.rule != inc.rule
+                and i.rule not in folded
+                and "*" not in getattr(kb.get(i.rule), "consequence_of", [])
+                and "fallback" not in _tags(kb, i.rule)
+            ]
         if not causes:
             continue
         cause = min(causes, key=lambda i: (0 if i.device_evidence else 1, i.first_line))
         folded.add(inc.rule)
         ranks = sorted({r.rank for r in inc.records if r.rank is not None})
         summary = f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_list(ranks)}: {_summary(inc)}" if ranks else _summary(inc)
-        cause.consequences.append(Consequence(rule=inc.rule, title=inc.title, first_line=inc.first_line,
-                                              summary=summary, ranks=ranks, facts=inc.facts))
+        cause.consequences.append(
+            Consequence(rule=inc.rule, title=inc.title, first_line=inc.first_line, summary=summary, ranks=ranks, facts=inc.facts)
+        )
         # what surfaced the cause on its own rank completes it (the exception type, the user's frame);
         # another rank's timeout facts (op, seq) are that rank's and stay in its consequence
         cause_ranks = {r.rank for r in cause.records if r.rank is not None}
@@ -267,8 +282,12 @@ def rank_list(ranks: list[int]) -> str:
     return ",".join(out)
 
 
-_EVENTS = {"watchdog_timeout": "NCCL watchdog timeout", "watchdog_exception": "NCCL watchdog exception",
-           "aborted": "NCCL communicator aborted", "nccl_error": "NCCL error"}
+_EVENTS = {
+    "watchdog_timeout": "NCCL watchdog timeout",
+    "watchdog_exception": "NCCL watchdog exception",
+    "aborted": "NCCL communicator aborted",
+    "nccl_error": "NCCL error",
+}
 
 
 def _summary(inc: Incident) -> str:

@@ -9,8 +9,18 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from kbdebug.kb.patterns import check_pattern
 
 RecordKind = Literal[
-    "kernel_assert", "exception", "cuda_error", "cpp_exception", "sanitizer", "sanitizer_summary",
-    "oom", "library_error", "nccl", "elastic_failure", "message", "arch_warning",
+    "kernel_assert",
+    "exception",
+    "cuda_error",
+    "cpp_exception",
+    "sanitizer",
+    "sanitizer_summary",
+    "oom",
+    "library_error",
+    "nccl",
+    "elastic_failure",
+    "message",
+    "arch_warning",
 ]
 
 

@@ -25,7 +25,7 @@ class PatternError(ValueError):
 
 
 try:
-    import re2 as _re2
+    import re2 as _re2  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - the binding ships wheels for the usual platforms
     _re2 = None
 
@@ -44,15 +44,17 @@ def compile_pattern(pattern: str) -> Pattern:
                 re.compile(pattern)
             except re.error as py_exc:
                 raise PatternError(f"does not compile: {py_exc}") from None
-            raise PatternError(f"uses a construct the linear-time matcher (RE2) does not support ({reason}); "
-                               "rewrite it without lookaround or backreferences") from None
+            raise PatternError(
+                f"uses a construct the linear-time matcher (RE2) does not support ({reason}); "
+                "rewrite it without lookaround or backreferences"
+            ) from None
     try:
         compiled = re.compile(pattern)
     except re.error as exc:
         raise PatternError(f"does not compile: {exc}") from None
-    reason = super_linear_reason(pattern)
-    if reason:
-        raise PatternError(reason)
+    why = super_linear_reason(pattern)
+    if why:
+        raise PatternError(why)
     return compiled
 
 
@@ -99,8 +101,8 @@ def super_linear_reason(pattern: str) -> str | None:
             after = pattern[i + 1 : i + 6]
             if _QUANT.match(after):
                 if _QUANT.search(re.sub(r"\\.|\[[^\]]*\]", "", body)):
-                    return f"the group {pattern[start:i + 1]!r} repeats and so does its body: nested repetition backtracks exponentially"
+                    return f"the group {pattern[start : i + 1]!r} repeats and so does its body: nested repetition backtracks exponentially"
                 if "|" in re.sub(r"\\.|\[[^\]]*\]|\(\?[:=!<]", "", body):
-                    return f"the alternation {pattern[start:i + 1]!r} is repeated: overlapping branches backtrack exponentially"
+                    return f"the alternation {pattern[start : i + 1]!r} is repeated: overlapping branches backtrack exponentially"
         i += 1
     return None

@@ -49,12 +49,28 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         self._close_exc()
         if not self.out and lines:  # no format recognised: the last lines may still be an error's message
             tail = lines[-FALLBACK_LINES:]
-            self.out.append(PyException(first_line=tail[0].no, last_line=tail[-1].no, raw="\n".join(t.text for t in tail),
-                                        rank=tail[-1].rank, exc_type="", message="\n".join(t.text.strip() for t in tail)))
+            self.out.append(
+                PyException(
+                    first_line=tail[0].no,
+                    last_line=tail[-1].no,
+                    raw="\n".join(t.text for t in tail),
+                    rank=tail[-1].rank,
+                    exc_type="",
+                    message="\n".join(t.text.strip() for t in tail),
+                )
+            )
         if self.frames:  # a traceback cut off before its exception line still locates user code
             last = lines[-1] if lines else Line(0, "")
-            self.out.append(PyException(first_line=self.tb_start or last.no, last_line=last.no, exc_type="", message="",
-                                        frames=self.frames, has_header=self.header))
+            self.out.append(
+                PyException(
+                    first_line=self.tb_start or last.no,
+                    last_line=last.no,
+                    exc_type="",
+                    message="",
+                    frames=self.frames,
+                    has_header=self.header,
+                )
+            )
         return self.out
 
     # -- dispatch --------------------------------------------------------------------------------
@@ -72,7 +88,8 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         stripped = text.strip()
         # a translated page may have lost the word `Assertion`: a kernel file with block/thread coordinates is one
         if (_ASSERT_HINT.search(text) and ("block" in text or "Assertion failed" in text)) or (
-                "block" in text and _COORD.search(text) and _FUZZY_FILE.search(text)):
+            "block" in text and _COORD.search(text) and _FUZZY_FILE.search(text)
+        ):
             if self.assertion(line):
                 return
         if self.pending_warning is not None:

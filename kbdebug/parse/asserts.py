@@ -36,10 +36,18 @@ def kernel_assert(tree: Tree, line: Line) -> KernelAssert:
     cond = (token(alt, "QUOTED_COND") or "").strip()
     cond = cond[1:-1] if len(cond) >= 2 and cond[-1] in "`'\"’”" else cond[1:]
     return KernelAssert(
-        first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank, path=path,
-        kernel_file=basename(path), kernel_line=lineno, function=func.strip() if func else None,
-        block=triples[0] if triples else None, thread=triples[1] if len(triples) > 1 else None,
-        condition=cond.strip(), message=token(alt, "MESSAGE"),
+        first_line=line.no,
+        last_line=line.no,
+        raw=line.text,
+        rank=line.rank,
+        path=path,
+        kernel_file=basename(path),
+        kernel_line=lineno,
+        function=func.strip() if func else None,
+        block=triples[0] if triples else None,
+        thread=triples[1] if len(triples) > 1 else None,
+        condition=cond.strip(),
+        message=token(alt, "MESSAGE"),
         source="printf" if alt.data == "assert_line" else "printf",
     )
 
@@ -68,8 +76,14 @@ def fuzzy_assert(line: Line) -> KernelAssert | None:
             kernel_file, lineno = name, int(num)
             break
     return KernelAssert(
-        first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank, path=kernel_file,
-        kernel_file=kernel_file, kernel_line=lineno, condition=clean_condition(cond.group(1)) if cond else "",
+        first_line=line.no,
+        last_line=line.no,
+        raw=line.text,
+        rank=line.rank,
+        path=kernel_file,
+        kernel_file=kernel_file,
+        kernel_line=lineno,
+        condition=clean_condition(cond.group(1)) if cond else "",
         block=tuple(int(x) for x in coords.groups()[:3]) if coords else None,  # type: ignore[arg-type]
         thread=tuple(int(x) for x in coords.groups()[3:]) if coords else None,  # type: ignore[arg-type]
         source="fuzzy",
@@ -136,10 +150,18 @@ def _merge_fuzzy(fuzzy: list[KernelAssert], groups: dict[tuple, KernelAssert]) -
             num, seen = frags.most_common(1)[0]
             kernel_line = num if seen >= 3 else None
     first = fuzzy[0]
-    return first.model_copy(update={
-        "kernel_file": kernel_file, "path": kernel_file, "kernel_line": kernel_line, "condition": cond,
-        "count": len(fuzzy), "last_line": fuzzy[-1].last_line, "block": first.block, "thread": first.thread,
-    })
+    return first.model_copy(
+        update={
+            "kernel_file": kernel_file,
+            "path": kernel_file,
+            "kernel_line": kernel_line,
+            "condition": cond,
+            "count": len(fuzzy),
+            "last_line": fuzzy[-1].last_line,
+            "block": first.block,
+            "thread": first.thread,
+        }
+    )
 
 
 _FILE_NAME = re.compile(r"^[\w\-.]+\.\w+$|^unknown$")
@@ -164,7 +186,7 @@ class AssertReader(State):
                 return True
             return False
         start = re.search(r"(?:\[CUDA_KERNEL_ASSERT\]\s*)?(?:[A-Za-z]:[\\/])?[^\s:：]*[\w>)\]]\s*[:：]\s*\d+\s*[:：]", text)
-        tree = parse("kernel_assert", text[start.start():]) if start else None
+        tree = parse("kernel_assert", text[start.start() :]) if start else None
         if tree is not None:
             rec = kernel_assert(tree, line)
             if _plausible(rec):

@@ -43,18 +43,31 @@ class CudaReader(State):
         elif kind == "legacy":
             ints = tokens(alt, "INT")
             path = token(alt, "AT_PATH") or ""
-            self.cuda = CudaError(**base, error=(token(alt, "LEGACY_TEXT") or "").strip(), code=to_int(ints[0]),
-                                  at_file=path, at_line=to_int(ints[-1]), legacy=True)
+            self.cuda = CudaError(
+                **base,
+                error=(token(alt, "LEGACY_TEXT") or "").strip(),
+                code=to_int(ints[0]),
+                at_file=path,
+                at_line=to_int(ints[-1]),
+                legacy=True,
+            )
             self.out.append(self.cuda)
         elif kind == "thc":
             ints = tokens(alt, "INT")
-            self.cuda = CudaError(**base, error=text, code=to_int(ints[1]), at_file=token(alt, "AT_PATH"),
-                                  at_line=to_int(ints[0]), legacy=True)
+            self.cuda = CudaError(
+                **base, error=text, code=to_int(ints[1]), at_file=token(alt, "AT_PATH"), at_line=to_int(ints[0]), legacy=True
+            )
             self.out.append(self.cuda)
         elif kind == "app_error":
             ints = tokens(alt, "INT")
-            self.cuda = CudaError(**base, error=text, code=to_int(ints[-1]), legacy=True,
-                                  at_file=(token(alt, "APP_PATH") or None), at_line=to_int(ints[0]) if len(ints) > 1 else None)
+            self.cuda = CudaError(
+                **base,
+                error=text,
+                code=to_int(ints[-1]),
+                legacy=True,
+                at_file=(token(alt, "APP_PATH") or None),
+                at_line=to_int(ints[0]) if len(ints) > 1 else None,
+            )
             self.cuda.error_name = f"cuda error {ints[-1]}"
             self.out.append(self.cuda)
         elif kind in ("search_hint", "async_hint", "blocking_hint", "dsa_hint"):
@@ -84,8 +97,11 @@ class CudaReader(State):
                 self.cuda_line(Line(line.no, text, line.rank))
         elif kind == "raised_from":
             ints = tokens(alt, "INT")
-            info = {"raised_from": token(alt, "RAISER"), "raised_file": token(alt, "AT_PATH"),
-                    "raised_line": to_int(ints[0]) if ints else None}
+            info = {
+                "raised_from": token(alt, "RAISER"),
+                "raised_file": token(alt, "AT_PATH"),
+                "raised_line": to_int(ints[0]) if ints else None,
+            }
             if self.cpp is not None and self.cpp.raised_from is None and line.no - self.cpp.last_line <= 4:
                 for k, v in info.items():
                     setattr(self.cpp, k, v)
@@ -99,9 +115,18 @@ class CudaReader(State):
                 self.cpp.last_line = line.no
 
     def _library(self, lib: str, status: str, call: str | None, line: Line, message: str) -> None:
-        self.out.append(LibraryError(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
-                                     library=lib, status=status, call=call.strip("`") if call else None,  # type: ignore[arg-type]
-                                     message=message))
+        self.out.append(
+            LibraryError(
+                first_line=line.no,
+                last_line=line.no,
+                raw=line.text,
+                rank=line.rank,
+                library=lib,  # type: ignore[arg-type]
+                status=status,
+                call=call.strip("`") if call else None,
+                message=message,
+            )
+        )
 
     # -- OOM ---------------------------------------------------------------------------------
     def oom(self, line: Line) -> None:
@@ -109,7 +134,7 @@ class CudaReader(State):
         m = re.search(r"(?:[A-Za-z_][\w.]*(?:Error|Exception)\s*:\s*)?(?:CUDA error:\s*)?(?:CUDA|XPU|HIP) out of memory", text)
         if not m:
             return
-        tree = parse("oom", text[m.start():])
+        tree = parse("oom", text[m.start() :])
         if tree is None:
             return
         rec = Oom(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank)
@@ -144,8 +169,14 @@ class CudaReader(State):
         par = subtree(tree, "parens")
         if par is not None:
             rec.gpu_index = to_int(token(par, "INT"))
-            names = {"total capacity": "total_capacity", "already allocated": "already_allocated", "free": "free",
-                     "allowed": "allowed", "reserved in total by PyTorch": "reserved_in_total", "cached": "cached"}
+            names = {
+                "total capacity": "total_capacity",
+                "already allocated": "already_allocated",
+                "free": "free",
+                "allowed": "allowed",
+                "reserved in total by PyTorch": "reserved_in_total",
+                "cached": "cached",
+            }
             for f in par.find_data("field"):
                 setattr(rec, names[token(f, "FIELD_NAME") or "free"], token(f, "SIZE"))
         self.out.append(rec)
@@ -154,8 +185,11 @@ class CudaReader(State):
 def _cuda_starts(text: str) -> list[int]:
     """Offsets where a CUDA-error sentence may begin inside a line (after prose or a prefix)."""
     starts = [0]
-    for m in re.finditer(r"(?:RuntimeError|\w+Error|c10::\w+)\s*:\s*|CUDA error|HIP error|cuda runtime error|THCudaCheck"
-                         r"|CUBLAS_STATUS|[cC]u[dD][nN][nN] error|cuda error \d|terminate called|what\(\)|Exception raised from", text):
+    for m in re.finditer(
+        r"(?:RuntimeError|\w+Error|c10::\w+)\s*:\s*|CUDA error|HIP error|cuda runtime error|THCudaCheck"
+        r"|CUBLAS_STATUS|[cC]u[dD][nN][nN] error|cuda error \d|terminate called|what\(\)|Exception raised from",
+        text,
+    ):
         if m.start() not in starts:
             starts.append(m.start())
     return starts[:4]

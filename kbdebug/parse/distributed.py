@@ -20,9 +20,12 @@ _DIST_HINT = re.compile(r"NCCL|Watchdog|watchdog|Root Cause|Other Failures")
 class DistributedReader(State):
     def distributed(self, line: Line) -> None:
         text = line.text.strip()
-        m = re.search(r"\[[EWI]\d*(?: [\d:.]+)? ProcessGroupNCCL|Watchdog caught|Process group watchdog|NCCL error"
-                      r"|Root Cause|Other Failures", text)
-        candidates = [text[m.start():]] if m else [text]
+        m = re.search(
+            r"\[[EWI]\d*(?: [\d:.]+)? ProcessGroupNCCL|Watchdog caught|Process group watchdog|NCCL error"
+            r"|Root Cause|Other Failures",
+            text,
+        )
+        candidates = [text[m.start() :]] if m else [text]
         tree = None
         for cand in candidates:
             tree = parse("distributed", cand)
@@ -41,9 +44,17 @@ class DistributedReader(State):
                 inner = subtree(inner, "timeout") or inner
             if inner.data == "timeout":
                 fields = {token(f, "WORK_KEY"): token(f, "WORK_VAL") for f in inner.find_data("work_field")}
-                self.out.append(NcclEvent(**base, event="watchdog_timeout", text=text, op_type=fields.get("OpType"),
-                                          seq_num=to_int(fields.get("SeqNum")), timeout_ms=to_int(fields.get("Timeout(ms)")),
-                                          ran_for_ms=to_int(token(inner, "INT"))))
+                self.out.append(
+                    NcclEvent(
+                        **base,
+                        event="watchdog_timeout",
+                        text=text,
+                        op_type=fields.get("OpType"),
+                        seq_num=to_int(fields.get("SeqNum")),
+                        timeout_ms=to_int(fields.get("Timeout(ms)")),
+                        ran_for_ms=to_int(token(inner, "INT")),
+                    )
+                )
             elif inner.data == "terminated":
                 self.out.append(NcclEvent(**base, event="watchdog_exception", text=text))
             else:

@@ -28,8 +28,24 @@ class MessageReader(State):
         template = alt.data
         shapes = [[int(x) for x in tokens(s, "INT")] for s in alt.find_data("shape")]
         ints = [int(str(c)) for c in alt.children if getattr(c, "type", None) in ("INT", "SIGNED")]
-        words = [str(c).strip("\"'") for c in alt.children if getattr(c, "type", None) in
-                 ("WORD", "DEVICE", "TENSOR_TYPE", "OP_NAME", "ATEN_OP", "FN_NAME", "BACKWARD_NAME", "QUOTED_NAME", "CONV_KIND", "ARCH", "GPU_NAME")]
+        words = [
+            str(c).strip("\"'")
+            for c in alt.children
+            if getattr(c, "type", None)
+            in (
+                "WORD",
+                "DEVICE",
+                "TENSOR_TYPE",
+                "OP_NAME",
+                "ATEN_OP",
+                "FN_NAME",
+                "BACKWARD_NAME",
+                "QUOTED_NAME",
+                "CONV_KIND",
+                "ARCH",
+                "GPU_NAME",
+            )
+        ]
         values: dict = {}
         if template in ("broadcast", "expand"):
             values = {"size_a": ints[0], "size_b": ints[1], "dim": ints[2]}
@@ -87,8 +103,9 @@ class MessageReader(State):
         elif template == "target_dtype":
             values = {"expected": " or ".join(words[:-1]), "found": words[-1]}
         elif template == "arch_incompatible":
-            self.arch = ArchWarning(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
-                                    gpu_name=words[0].strip(), device_capability=words[1])
+            self.arch = ArchWarning(
+                first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank, gpu_name=words[0].strip(), device_capability=words[1]
+            )
             self.out.append(self.arch)
             return True
         elif template == "arch_supported":
@@ -98,11 +115,21 @@ class MessageReader(State):
             return True
         rest = token(tree, "REST")
         body = text[: len(text) - len(rest)] if rest else text
-        roles = {name: [int(x) for x in tokens(sub, "INT")] for name in ("input_shape", "target_shape")
-                 for sub in alt.find_data(name)}
-        self.out.append(TorchMessage(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank,
-                                     template=template, text=body.strip(), values=values, shapes=shapes,
-                                     input_shape=roles.get("input_shape"), target_shape=roles.get("target_shape")))
+        roles = {name: [int(x) for x in tokens(sub, "INT")] for name in ("input_shape", "target_shape") for sub in alt.find_data(name)}
+        self.out.append(
+            TorchMessage(
+                first_line=line.no,
+                last_line=line.no,
+                raw=line.text,
+                rank=line.rank,
+                template=template,
+                text=body.strip(),
+                values=values,
+                shapes=shapes,
+                input_shape=roles.get("input_shape"),
+                target_shape=roles.get("target_shape"),
+            )
+        )
         return True
 
     def _calling_op(self, pattern: re.Pattern[str]) -> str | None:

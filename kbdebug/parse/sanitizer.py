@@ -32,8 +32,9 @@ def location(text: str) -> SanitizerFrame:
         m = rx.match(text)
         if m:
             d = m.groupdict()
-            return SanitizerFrame(function=(d.get("func") or "").strip() or None, file=d.get("file"),
-                                  line=to_int(d.get("line")), module=d.get("pc"))
+            return SanitizerFrame(
+                function=(d.get("func") or "").strip() or None, file=d.get("file"), line=to_int(d.get("line")), module=d.get("pc")
+            )
     return SanitizerFrame(function=text or None)
 
 
@@ -63,11 +64,17 @@ class SanitizerReader(State):
             self.san_tool = "cuda-memcheck" if "MEMCHECK" in body else "compute-sanitizer"
             return
         header = {
-            "invalid_access": ("memcheck", "invalid_access"), "uninitialized": ("initcheck", "uninitialized"),
-            "host_api": ("initcheck", "host_api_access"), "unused": ("initcheck", "unused_memory"),
-            "barrier": ("synccheck", "barrier"), "wgmma": ("synccheck", "wgmma"),
-            "malloc_free": ("memcheck", "malloc_free"), "api_error": (None, "api_error"),
-            "leaked": ("leakcheck", "leak"), "race": ("racecheck", "race"), "hazard": ("racecheck", "hazard"),
+            "invalid_access": ("memcheck", "invalid_access"),
+            "uninitialized": ("initcheck", "uninitialized"),
+            "host_api": ("initcheck", "host_api_access"),
+            "unused": ("initcheck", "unused_memory"),
+            "barrier": ("synccheck", "barrier"),
+            "wgmma": ("synccheck", "wgmma"),
+            "malloc_free": ("memcheck", "malloc_free"),
+            "api_error": (None, "api_error"),
+            "leaked": ("leakcheck", "leak"),
+            "race": ("racecheck", "race"),
+            "hazard": ("racecheck", "hazard"),
         }
         if kind in header:
             check, category = header[kind]

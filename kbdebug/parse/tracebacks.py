@@ -45,8 +45,7 @@ class TracebackReader(State):
             self._close_exc()
             self.frames, self.header = [], True
             if text.startswith("Original"):  # a DataLoader worker / replica re-raise: the inner one is the cause
-                self.wrapper_at = next((i for i in range(len(self.out) - 1, -1, -1)
-                                        if isinstance(self.out[i], PyException)), None)
+                self.wrapper_at = next((i for i in range(len(self.out) - 1, -1, -1) if isinstance(self.out[i], PyException)), None)
         elif kind == "frame":
             self._close_exc()
             name = (token(alt, "FILENAME") or '""')[1:-1]
@@ -87,8 +86,15 @@ class TracebackReader(State):
         if not self.frames and self.free_code:  # only the failing source line was pasted above the error
             self.frames = [Frame(file="<unknown>", code=self.free_code)]
         self.exc = PyException(
-            first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank, exc_type=exc_type,
-            message=msg, frames=self.frames, chained=self.chain, has_header=self.header,  # type: ignore[arg-type]
+            first_line=line.no,
+            last_line=line.no,
+            raw=line.text,
+            rank=line.rank,
+            exc_type=exc_type,
+            message=msg,
+            frames=self.frames,
+            chained=self.chain,  # type: ignore[arg-type]
+            has_header=self.header,
         )
         self.frames, self.header, self.chain, self.exc_lines = [], False, None, 0
         self.plain_frames = False

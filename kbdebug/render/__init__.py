@@ -53,8 +53,12 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("kbdebug", "render/templates"), bytecode_cache=_bytecode_cache(),
-        undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        loader=jinja2.PackageLoader("kbdebug", "render/templates"),
+        bytecode_cache=_bytecode_cache(),
+        undefined=jinja2.ChainableUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
     )
     env.filters["md_inline"] = _md_inline
     env.filters["md_code"] = md_code
@@ -65,9 +69,13 @@ def _env() -> jinja2.Environment:
 @cache
 def _fragment_env() -> jinja2.Environment:
     # A rule's guide fragment is its own template name, so fragments share the bytecode cache too.
-    return jinja2.Environment(loader=jinja2.FunctionLoader(lambda source: (source, None, lambda: True)),
-                              bytecode_cache=_bytecode_cache(), undefined=jinja2.ChainableUndefined, autoescape=False,
-                              finalize=_guide_value)
+    return jinja2.Environment(
+        loader=jinja2.FunctionLoader(lambda source: (source, None, lambda: True)),
+        bytecode_cache=_bytecode_cache(),
+        undefined=jinja2.ChainableUndefined,
+        autoescape=False,
+        finalize=_guide_value,
+    )
 
 
 def _guide_value(value: Any) -> Any:
@@ -145,9 +153,19 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
     template = _env().get_template(f"{fmt}.j2")
     style = _Style(color)
     guide_text = (lambda text: markup.to_terminal(text, max(width, 40) - 2)) if color else markup.to_plain
-    return template.render(diags=diags, sections=SECTIONS, s=style, fact_rows=_fact_rows, evidence=evidence,
-                           split=split_highlight, tensor_rows=tensor_rows, md_html=markup.to_html,
-                           md_inline_html=markup.to_html_inline, guide_text=guide_text, width=max(width, 40))
+    return template.render(
+        diags=diags,
+        sections=SECTIONS,
+        s=style,
+        fact_rows=_fact_rows,
+        evidence=evidence,
+        split=split_highlight,
+        tensor_rows=tensor_rows,
+        md_html=markup.to_html,
+        md_inline_html=markup.to_html_inline,
+        guide_text=guide_text,
+        width=max(width, 40),
+    )
 
 
 _TABLES = ("frame_tensors",)  # facts shown as their own table, not as a row

@@ -78,7 +78,7 @@ def _collapse(rows: list[EvidenceLine]) -> list[EvidenceLine]:
             j += 1
         if j - i > 2:
             out.append(rows[i + 1])
-            rest = rows[i + 2:j]
+            rest = rows[i + 2 : j]
             what = "assert" if "Assertion" in row.text else "similar"
             blocks = [int(m.group(1)) for r in rows[i:j] if (m := _BLOCK.search(r.text))]
             span = f", blocks [{min(blocks)}..{max(blocks)}]" if blocks else ""
@@ -106,7 +106,7 @@ def evidence(inc: Incident, lines: dict[int, str]) -> list[list[EvidenceLine]]:
         body = [EvidenceLine(no, own[no]) for no in range(first, last + 1) if no in own]
         collapsed = _collapse(body)
         if len(collapsed) > MAX_SHOWN:
-            keep = [r for r in collapsed[:MAX_SHOWN - 3]]
+            keep = [r for r in collapsed[: MAX_SHOWN - 3]]
             tail = [r for r in collapsed if r.no == decisive and r not in keep] + collapsed[-2:]
             skipped = len(collapsed) - len(keep) - len(tail)
             collapsed = keep + [EvidenceLine(None, f"… {skipped} more lines")] + [r for r in tail if r not in keep]

@@ -30,10 +30,14 @@ def tensor_rows(facts: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(info, dict):
             continue
         shape = info.get("shape")
-        row = {"name": str(name), "shape": "[" + ", ".join(str(d) for d in shape) + "]" if isinstance(shape, list) else "",
-               "dtype": str(info.get("dtype", "")), "device": str(info.get("device", "")),
-               "min": "" if info.get("min") is None else str(info["min"]),
-               "max": "" if info.get("max") is None else str(info["max"])}
+        row: dict[str, Any] = {
+            "name": str(name),
+            "shape": "[" + ", ".join(str(d) for d in shape) + "]" if isinstance(shape, list) else "",
+            "dtype": str(info.get("dtype", "")),
+            "device": str(info.get("device", "")),
+            "min": "" if info.get("min") is None else str(info["min"]),
+            "max": "" if info.get("max") is None else str(info["max"]),
+        }
         row["offending"] = _offending(str(name), info, facts)
         rows.append(row)
     return rows

@@ -14,7 +14,7 @@ try:
 except ImportError as exc:  # the base install has no torch; say how to get it
     raise ImportError("kbdebug's verifier (checks, guard, audit, describe) needs torch: pip install 'kbdebug[torch]'") from exc
 
-from kbdebug.verify.checks import (  # noqa: E402
+from kbdebug.verify.checks import (
     check_bce_inputs,
     check_build,
     check_class_targets,
@@ -29,9 +29,9 @@ from kbdebug.verify.checks import (  # noqa: E402
     check_target_dtype,
     largest_tensors,
 )
-from kbdebug.verify.guard_mode import guard  # noqa: E402
-from kbdebug.verify.result import CheckResult  # noqa: E402
-from kbdebug.verify.stages import Audit, audit, describe, print_describe, stats  # noqa: E402
+from kbdebug.verify.guard_mode import guard
+from kbdebug.verify.result import CheckResult
+from kbdebug.verify.stages import Audit, audit, describe, print_describe, stats
 
 # Names users pass their tensors under, per role (the first one found wins).
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -70,10 +70,14 @@ def _run_index(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
     size = t.get("size") or facts.get("size") or facts.get("num_embeddings")
     src = t.get("src") or t.get("source")
     if index is None or (size is None and src is None):
-        return _needs("index_bounds", "index") if index is None else CheckResult(
-            name="index_bounds", passed=None, finding="not run: pass size= or src= (and dim=)")
-    return check_index(index, size, src=src, dim=t.get("dim", facts.get("dim", 0)) or 0,
-                       allow_negative=bool(t.get("allow_negative", False)))
+        return (
+            _needs("index_bounds", "index")
+            if index is None
+            else CheckResult(name="index_bounds", passed=None, finding="not run: pass size= or src= (and dim=)")
+        )
+    return check_index(
+        index, size, src=src, dim=t.get("dim", facts.get("dim", 0)) or 0, allow_negative=bool(t.get("allow_negative", False))
+    )
 
 
 def _run_embedding(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
@@ -163,8 +167,26 @@ def run_checks(names: list[str], facts: dict[str, Any], tensors: dict[str, Any])
 
 
 __all__ = [
-    "Audit", "CheckResult", "RUNNERS", "audit", "check_bce_inputs", "check_build", "check_class_targets",
-    "check_devices", "check_embedding_ids", "check_finite", "check_index", "check_oom_context",
-    "check_probabilities", "check_segmentation", "check_shapes", "check_target_dtype", "describe", "guard", "print_describe",
-    "largest_tensors", "run_checks", "stats",
+    "Audit",
+    "CheckResult",
+    "RUNNERS",
+    "audit",
+    "check_bce_inputs",
+    "check_build",
+    "check_class_targets",
+    "check_devices",
+    "check_embedding_ids",
+    "check_finite",
+    "check_index",
+    "check_oom_context",
+    "check_probabilities",
+    "check_segmentation",
+    "check_shapes",
+    "check_target_dtype",
+    "describe",
+    "guard",
+    "print_describe",
+    "largest_tensors",
+    "run_checks",
+    "stats",
 ]

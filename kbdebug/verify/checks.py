@@ -22,8 +22,16 @@ __all__ = ["check_class_targets", "check_segmentation"]  # re-exported: their ho
 
 
 # -- indices ----------------------------------------------------------------------------------------
-def check_index(index: torch.Tensor, size: int | None = None, *, src: torch.Tensor | None = None, dim: int = 0,
-                allow_negative: bool = False, what: str = "index", max_positions: int = MAX_POSITIONS) -> CheckResult:
+def check_index(
+    index: torch.Tensor,
+    size: int | None = None,
+    *,
+    src: torch.Tensor | None = None,
+    dim: int = 0,
+    allow_negative: bool = False,
+    what: str = "index",
+    max_positions: int = MAX_POSITIONS,
+) -> CheckResult:
     """An index tensor for gather/scatter/index_select/embedding/indexing against the indexed size."""
     name = "index_bounds"
     if size is None:
@@ -31,36 +39,59 @@ def check_index(index: torch.Tensor, size: int | None = None, *, src: torch.Tens
             raise TypeError("check_index needs size= or src=")
         size = int(src.size(dim))
     lo = -size if allow_negative else 0
-    values: dict[str, Any] = {"size": size, "valid_range": [lo, size - 1], "shape": list(index.shape),
-                              "dtype": str(index.dtype).replace("torch.", "")}
+    values: dict[str, Any] = {
+        "size": size,
+        "valid_range": [lo, size - 1],
+        "shape": list(index.shape),
+        "dtype": str(index.dtype).replace("torch.", ""),
+    }
     if index.is_floating_point() or index.dtype == torch.bool:
-        return CheckResult(name=name, passed=False, values=values,
-                           finding=f"{what} is {values['dtype']}; indices must be int64 (or int32)", fix=f"{what} = {what}.long()")
+        return CheckResult(
+            name=name,
+            passed=False,
+            values=values,
+            finding=f"{what} is {values['dtype']}; indices must be int64 (or int32)",
+            fix=f"{what} = {what}.long()",
+        )
     if index.numel() == 0:
         return CheckResult(name=name, passed=True, values=values, finding=f"{what} is empty")
     t = index.detach()
     mn, mx = torch.stack(list(torch.aminmax(t))).tolist()
     values.update(min=mn, max=mx)
     if lo <= mn and mx < size:
-        return CheckResult(name=name, passed=True, values=values,
-                           finding=f"all {t.numel()} values of {what} in [{lo}, {size}) (min {mn}, max {mx})")
+        return CheckResult(
+            name=name, passed=True, values=values, finding=f"all {t.numel()} values of {what} in [{lo}, {size}) (min {mn}, max {mx})"
+        )
     bad = (t < lo) | (t >= size)
     offending, hist = _offending(t, bad)
     count = int(bad.sum())
     values.update(out_of_range=count, offending_counts=hist)
     if mx >= size:
-        fix = (f"{what} reaches {mx} but the dimension has {size} entries: enlarge it to at least {mx + 1} "
-               "(vocab size, max positions, num_classes) or fix the ids (tokenizer/model mismatch, labels used as indices)")
+        fix = (
+            f"{what} reaches {mx} but the dimension has {size} entries: enlarge it to at least {mx + 1} "
+            "(vocab size, max positions, num_classes) or fix the ids (tokenizer/model mismatch, labels used as indices)"
+        )
     else:
         fix = f"{what} holds negative values ({mn}); this op does not wrap them: mask or remap them"
-    return CheckResult(name=name, passed=False, values=values, offending=offending, positions=_positions(bad, max_positions),
-                       finding=f"{count} of {t.numel()} values of {what} outside [{lo}, {size}): "
-                               + ", ".join(f"{v} (x{c})" for v, c in hist.items()),
-                       fix=fix)
+    return CheckResult(
+        name=name,
+        passed=False,
+        values=values,
+        offending=offending,
+        positions=_positions(bad, max_positions),
+        finding=f"{count} of {t.numel()} values of {what} outside [{lo}, {size}): " + ", ".join(f"{v} (x{c})" for v, c in hist.items()),
+        fix=fix,
+    )
 
 
-def check_embedding_ids(ids: torch.Tensor, embedding: Any = None, *, num_embeddings: int | None = None,
-                        what: str = "input_ids", max_positions: int = MAX_POSITIONS) -> CheckResult:
+def check_embedding_ids(
+    ids: torch.Tensor,
+    embedding: Any = None,
+    *,
+    num_embeddings: int | None = None,
+    what: str = "input_ids",
+    max_positions: int = MAX_POSITIONS,
+) -> CheckResult:
     """Token or position ids against an nn.Embedding (or its size): id >= vocab size is the classic."""
     if num_embeddings is None:
         if embedding is None:
@@ -71,15 +102,16 @@ def check_embedding_ids(ids: torch.Tensor, embedding: Any = None, *, num_embeddi
     return res
 
 
-
 # -- probabilities ----------------------------------------------------------------------------------
-def check_probabilities(p: torch.Tensor, *, kind: str = "multinomial", rows_sum_positive: bool | None = None,
-                        max_positions: int = MAX_POSITIONS) -> CheckResult:
+def check_probabilities(
+    p: torch.Tensor, *, kind: str = "multinomial", rows_sum_positive: bool | None = None, max_positions: int = MAX_POSITIONS
+) -> CheckResult:
     """Inputs of multinomial (non-negative, finite, rows with a positive sum), bernoulli / BCE ([0, 1])."""
     name = "probabilities"
     if not p.is_floating_point():
-        return CheckResult(name=name, passed=False, finding=f"probabilities are {p.dtype}; they must be floating point",
-                           fix="p = p.float()")
+        return CheckResult(
+            name=name, passed=False, finding=f"probabilities are {p.dtype}; they must be floating point", fix="p = p.float()"
+        )
     if p.numel() == 0:
         return CheckResult(name=name, passed=True, finding="empty tensor")
     t = p.detach()
@@ -88,12 +120,28 @@ def check_probabilities(p: torch.Tensor, *, kind: str = "multinomial", rows_sum_
         rows_sum_positive = kind == "multinomial"
     finite = torch.isfinite(t)
     row_sums = t.sum(-1) if rows_sum_positive else t.new_ones(())
-    stats = torch.stack([t.nan_to_num(0, 0, 0).min(), t.nan_to_num(0, 0, 0).max(), t.isnan().sum().to(t.dtype),
-                         t.isinf().sum().to(t.dtype), (t < 0).sum().to(t.dtype), (t > 1).sum().to(t.dtype),
-                         (row_sums <= 0).sum().to(t.dtype) if rows_sum_positive else t.new_zeros(())]).tolist()
+    stats = torch.stack(
+        [
+            t.nan_to_num(0, 0, 0).min(),
+            t.nan_to_num(0, 0, 0).max(),
+            t.isnan().sum().to(t.dtype),
+            t.isinf().sum().to(t.dtype),
+            (t < 0).sum().to(t.dtype),
+            (t > 1).sum().to(t.dtype),
+            (row_sums <= 0).sum().to(t.dtype) if rows_sum_positive else t.new_zeros(()),
+        ]
+    ).tolist()
     mn, mx, n_nan, n_inf, n_neg, n_gt1, zero_rows = stats
-    values = {"min": _num(mn), "max": _num(mx), "nan": int(n_nan), "inf": int(n_inf), "negative": int(n_neg),
-              "above_one": int(n_gt1), "shape": list(t.shape), "kind": kind}
+    values = {
+        "min": _num(mn),
+        "max": _num(mx),
+        "nan": int(n_nan),
+        "inf": int(n_inf),
+        "negative": int(n_neg),
+        "above_one": int(n_gt1),
+        "shape": list(t.shape),
+        "kind": kind,
+    }
     if rows_sum_positive:
         values["rows_summing_to_zero"] = int(zero_rows)
     problems = []
@@ -109,26 +157,36 @@ def check_probabilities(p: torch.Tensor, *, kind: str = "multinomial", rows_sum_
         problems.append(f"{int(zero_rows)} rows summing to <= 0")
     if not problems:
         rng = "[0, 1]" if unit else "[0, inf)"
-        return CheckResult(name=name, passed=True, values=values,
-                           finding=f"all {t.numel()} values finite and in {rng} (min {_num(mn)}, max {_num(mx)})")
+        return CheckResult(
+            name=name, passed=True, values=values, finding=f"all {t.numel()} values finite and in {rng} (min {_num(mn)}, max {_num(mx)})"
+        )
     bad = ~finite | (t < 0) | ((t > 1) if unit else torch.zeros_like(finite))
     if n_nan or n_inf:
-        fix = (f"{int(n_nan)} NaN / {int(n_inf)} inf came from upstream: check the loss scale, log of 0, division by zero; "
-               "torch.autograd.set_detect_anomaly(True)")
+        fix = (
+            f"{int(n_nan)} NaN / {int(n_inf)} inf came from upstream: check the loss scale, log of 0, division by zero; "
+            "torch.autograd.set_detect_anomaly(True)"
+        )
     elif unit and (mn < 0 or mx > 1):
         fix = "these look like logits: apply sigmoid first, or use BCEWithLogitsLoss / bernoulli(logits=...)"
     elif rows_sum_positive and zero_rows:
-        fix = (f"{int(zero_rows)} rows are all zeros (every option masked out): keep at least one positive entry "
-               "or add a small epsilon")
+        fix = f"{int(zero_rows)} rows are all zeros (every option masked out): keep at least one positive entry or add a small epsilon"
     else:
-        fix = (f"values reach {_num(mn)} (negative): use softmax(logits) (not raw logits) as probabilities, "
-               "or torch.distributions.Categorical(logits=...)")
-    return CheckResult(name=name, passed=False, values=values, positions=_positions(bad, max_positions),
-                       offending=_offending(t, bad)[0] if bad.any() else [],
-                       finding=f"{kind} input has " + ", ".join(problems), fix=fix)
+        fix = (
+            f"values reach {_num(mn)} (negative): use softmax(logits) (not raw logits) as probabilities, "
+            "or torch.distributions.Categorical(logits=...)"
+        )
+    return CheckResult(
+        name=name,
+        passed=False,
+        values=values,
+        positions=_positions(bad, max_positions),
+        offending=_offending(t, bad)[0] if bad.any() else [],
+        finding=f"{kind} input has " + ", ".join(problems),
+        fix=fix,
+    )
 
 
-def check_bce_inputs(input: torch.Tensor, target: torch.Tensor | None = None) -> CheckResult:  # noqa: A002 - torch's name
+def check_bce_inputs(input: torch.Tensor, target: torch.Tensor | None = None) -> CheckResult:
     """BCELoss wants probabilities in [0, 1] for input *and* target; both are checked and both reported,
     since fixing one (a sigmoid on the logits) leaves the other (a 0/2 or 0/255 mask) still failing."""
     res = check_probabilities(input, kind="bce")
@@ -145,15 +203,25 @@ def check_bce_inputs(input: torch.Tensor, target: torch.Tensor | None = None) ->
     elif tv["max"] == 255:
         tfix = "the target is a 0..255 mask: binarise it, (target > 0).float(), or scale it, target / 255"
     elif tv["min"] >= 0 and float(tv["max"]).is_integer():
-        tfix = (f"the target holds whole numbers up to {tv['max']}: BCE targets are probabilities in [0, 1]; "
-                f"for {tv['max'] + 1} class indices use cross_entropy, for a binary mask (target > 0).float()")
+        tfix = (
+            f"the target holds whole numbers up to {tv['max']}: BCE targets are probabilities in [0, 1]; "
+            f"for {tv['max'] + 1} class indices use cross_entropy, for a binary mask (target > 0).float()"
+        )
     else:
         tfix = f"the target lies in [{tv['min']}, {tv['max']}]: rescale it into [0, 1] (e.g. -1/1 labels: (target + 1) / 2)"
-    findings = ([f"input: {res.finding.split(' has ', 1)[-1]}"] if res.passed is False else []) + \
-        [f"target: {tres.finding.split(' has ', 1)[-1]}"]
+    findings = ([f"input: {res.finding.split(' has ', 1)[-1]}"] if res.passed is False else []) + [
+        f"target: {tres.finding.split(' has ', 1)[-1]}"
+    ]
     fixes = ([res.fix] if res.passed is False else []) + [tfix]
-    return CheckResult(name="bce_inputs", passed=False, values=res.values, offending=tres.offending,
-                       positions=tres.positions, finding="; ".join(findings), fix="; ".join(fixes))
+    return CheckResult(
+        name="bce_inputs",
+        passed=False,
+        values=res.values,
+        offending=tres.offending,
+        positions=tres.positions,
+        finding="; ".join(findings),
+        fix="; ".join(fixes),
+    )
 
 
 # -- devices and dtypes -------------------------------------------------------------------------------
@@ -172,8 +240,13 @@ def check_devices(module: torch.nn.Module, *inputs: Any, **named: Any) -> CheckR
         return CheckResult(name="devices", passed=True, values=values, finding=f"model and inputs all on {dev}")
     parts = [f"{dev}: {len(n)} ({', '.join(n[:3])}{', ...' if len(n) > 3 else ''})" for dev, n in by_device.items()]
     target = module_devices[0] if len(module_devices) == 1 else "one device"
-    return CheckResult(name="devices", passed=False, values=values, finding="tensors on several devices: " + "; ".join(parts),
-                       fix=f"move everything to {target}: model.to(device) once, and x.to(device) for every input and target")
+    return CheckResult(
+        name="devices",
+        passed=False,
+        values=values,
+        finding="tensors on several devices: " + "; ".join(parts),
+        fix=f"move everything to {target}: model.to(device) once, and x.to(device) for every input and target",
+    )
 
 
 def _chain_iters(inputs: tuple[Any, ...], named: dict[str, Any]) -> Iterable[tuple[str, torch.Tensor]]:
@@ -187,7 +260,7 @@ _INDEX_LOSSES = ("cross_entropy", "nll_loss", "nll")
 _FLOAT_LOSSES = ("bce", "binary_cross_entropy", "bce_with_logits", "mse", "l1", "smooth_l1", "dice")
 
 
-def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", input: torch.Tensor | None = None) -> CheckResult:  # noqa: A002
+def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", input: torch.Tensor | None = None) -> CheckResult:
     """cross_entropy/nll want int64 class indices (or float probabilities of the input's shape);
     BCE/MSE/Dice want a floating target of the input's dtype."""
     dt = str(target.dtype).replace("torch.", "")
@@ -197,16 +270,25 @@ def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", inp
             return CheckResult(name="target_dtype", passed=True, values=values, finding="int64 class indices")
         if target.is_floating_point() and input is not None and target.shape == input.shape:
             return CheckResult(name="target_dtype", passed=True, values=values, finding=f"{dt} class probabilities")
-        return CheckResult(name="target_dtype", passed=False, values=values,
-                           finding=f"{loss} needs int64 class indices, the target is {dt}",
-                           fix=f"target = target.long()  (an index mask loaded as {dt} must be converted)")
+        return CheckResult(
+            name="target_dtype",
+            passed=False,
+            values=values,
+            finding=f"{loss} needs int64 class indices, the target is {dt}",
+            fix=f"target = target.long()  (an index mask loaded as {dt} must be converted)",
+        )
     if loss in _FLOAT_LOSSES:
         want = input.dtype if input is not None else None
         if target.is_floating_point() and (want is None or target.dtype == want):
             return CheckResult(name="target_dtype", passed=True, values=values, finding=f"floating target ({dt})")
         wname = str(want).replace("torch.", "") if want is not None else "a floating dtype"
-        return CheckResult(name="target_dtype", passed=False, values=values, finding=f"{loss} needs a {wname} target, got {dt}",
-                           fix=f"target = target.to({'input.dtype' if want is not None else 'torch.float32'})")
+        return CheckResult(
+            name="target_dtype",
+            passed=False,
+            values=values,
+            finding=f"{loss} needs a {wname} target, got {dt}",
+            fix=f"target = target.to({'input.dtype' if want is not None else 'torch.float32'})",
+        )
     raise ValueError(f"unknown loss {loss!r}; use one of {', '.join(_INDEX_LOSSES + _FLOAT_LOSSES)}")
 
 
@@ -220,9 +302,13 @@ def check_finite(*tensors: torch.Tensor, **named: torch.Tensor) -> CheckResult:
     bad = {k: v for k, v in found.items() if v["nan"] or v["inf"]}
     if not bad:
         return CheckResult(name="finite", passed=True, values=found, finding=f"no NaN or inf in {len(found)} tensors")
-    return CheckResult(name="finite", passed=False, values=found,
-                       finding="; ".join(f"{k}: {v['nan']} NaN, {v['inf']} inf" for k, v in bad.items()),
-                       fix=f"find the first stage that produces them in {', '.join(bad)}: kbdebug.audit(model) records nan/inf per module")
+    return CheckResult(
+        name="finite",
+        passed=False,
+        values=found,
+        finding="; ".join(f"{k}: {v['nan']} NaN, {v['inf']} inf" for k, v in bad.items()),
+        fix=f"find the first stage that produces them in {', '.join(bad)}: kbdebug.audit(model) records nan/inf per module",
+    )
 
 
 def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = None, **named: torch.Tensor) -> CheckResult:
@@ -234,11 +320,19 @@ def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = 
     hits = {path: list(t.shape) for path, t in _chain_iters(tensors, named) if list(t.shape) in error_shapes}
     values["in_error"] = hits
     if hits:
-        return CheckResult(name="shapes", passed=False, values=values,
-                           finding="the error's shapes are " + "; ".join(f"{k} {v}" for k, v in hits.items()),
-                           fix=f"fix the layout of {', '.join(hits)} (view/permute/squeeze) or the size of the layer it meets")
-    return CheckResult(name="shapes", passed=True, values=values,
-                       finding=f"none of the given tensors has a shape from the error {error_shapes}: the mismatch is elsewhere")
+        return CheckResult(
+            name="shapes",
+            passed=False,
+            values=values,
+            finding="the error's shapes are " + "; ".join(f"{k} {v}" for k, v in hits.items()),
+            fix=f"fix the layout of {', '.join(hits)} (view/permute/squeeze) or the size of the layer it meets",
+        )
+    return CheckResult(
+        name="shapes",
+        passed=True,
+        values=values,
+        finding=f"none of the given tensors has a shape from the error {error_shapes}: the mismatch is elsewhere",
+    )
 
 
 # -- build and memory ---------------------------------------------------------------------------------
@@ -261,26 +355,34 @@ def check_build() -> CheckResult:
     """The torch build against the machine: CUDA compiled in, a device visible, kernels for its arch."""
     values: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": None}
     if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
-        return CheckResult(name="build", passed=False, values=values,
-                           finding=f"torch {torch.__version__} is a CPU-only build: it has no CUDA kernels",
-                           fix="install a CUDA build: pip install torch --index-url https://download.pytorch.org/whl/cu128 "
-                               "(pick the CUDA version your driver supports)")
+        return CheckResult(
+            name="build",
+            passed=False,
+            values=values,
+            finding=f"torch {torch.__version__} is a CPU-only build: it has no CUDA kernels",
+            fix="install a CUDA build: pip install torch --index-url https://download.pytorch.org/whl/cu128 "
+            "(pick the CUDA version your driver supports)",
+        )
     try:
         values["cudnn"] = torch.backends.cudnn.version()
-    except Exception:  # noqa: BLE001 - optional detail
+    except Exception:
         pass
     get_driver = getattr(torch._C, "_cuda_getDriverVersion", None)
     if get_driver is not None:
         try:
             v = int(get_driver())
             values["driver_cuda"] = f"{v // 1000}.{(v % 1000) // 10}" if v else None
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
     if not torch.cuda.is_available():
-        return CheckResult(name="build", passed=False, values=values,
-                           finding=f"CUDA {torch.version.cuda} build, but torch.cuda.is_available() is False "
-                                   f"(driver supports CUDA {values.get('driver_cuda') or 'unknown'})",
-                           fix="check nvidia-smi, CUDA_VISIBLE_DEVICES, and that the driver supports this CUDA version")
+        return CheckResult(
+            name="build",
+            passed=False,
+            values=values,
+            finding=f"CUDA {torch.version.cuda} build, but torch.cuda.is_available() is False "
+            f"(driver supports CUDA {values.get('driver_cuda') or 'unknown'})",
+            fix="check nvidia-smi, CUDA_VISIBLE_DEVICES, and that the driver supports this CUDA version",
+        )
     archs = torch.cuda.get_arch_list()
     values["arch_list"] = archs
     devices, bad = [], []
@@ -292,12 +394,20 @@ def check_build() -> CheckResult:
             bad.append(f"{name} (sm_{cap[0]}{cap[1]})")
     values["devices"] = devices
     if bad:
-        return CheckResult(name="build", passed=False, values=values,
-                           finding=f"no kernels for {', '.join(bad)} in this build (arch list {' '.join(archs)})",
-                           fix="install a torch build whose arch list covers the GPU (newer GPUs need a newer CUDA wheel)")
-    return CheckResult(name="build", passed=True, values=values,
-                       finding=f"torch {torch.__version__}, CUDA {torch.version.cuda}, kernels for "
-                               + ", ".join(f"{d['name']} ({d['capability']})" for d in devices))
+        return CheckResult(
+            name="build",
+            passed=False,
+            values=values,
+            finding=f"no kernels for {', '.join(bad)} in this build (arch list {' '.join(archs)})",
+            fix="install a torch build whose arch list covers the GPU (newer GPUs need a newer CUDA wheel)",
+        )
+    return CheckResult(
+        name="build",
+        passed=True,
+        values=values,
+        finding=f"torch {torch.__version__}, CUDA {torch.version.cuda}, kernels for "
+        + ", ".join(f"{d['name']} ({d['capability']})" for d in devices),
+    )
 
 
 def largest_tensors(top: int = 10, device: str = "cuda") -> list[dict[str, Any]]:
@@ -310,9 +420,14 @@ def largest_tensors(top: int = 10, device: str = "cuda") -> list[dict[str, Any]]
                 key = storage.data_ptr()
                 size = storage.nbytes()
                 if key not in seen or seen[key]["bytes"] < size:
-                    seen[key] = {"shape": list(obj.shape), "dtype": str(obj.dtype).replace("torch.", ""),
-                                 "device": str(obj.device), "bytes": size, "requires_grad": obj.requires_grad}
-        except Exception:  # noqa: BLE001 - gc yields half-built objects
+                    seen[key] = {
+                        "shape": list(obj.shape),
+                        "dtype": str(obj.dtype).replace("torch.", ""),
+                        "device": str(obj.device),
+                        "bytes": size,
+                        "requires_grad": obj.requires_grad,
+                    }
+        except Exception:
             continue
     return sorted(seen.values(), key=lambda d: -d["bytes"])[:top]
 
@@ -328,10 +443,14 @@ def check_oom_context(top: int = 10, device: int | None = None) -> CheckResult:
     dev = torch.cuda.current_device() if device is None else device
     free, total = torch.cuda.mem_get_info(dev)
     values: dict[str, Any] = {
-        "device": dev, "total": _gib(total), "free": _gib(free),
-        "allocated": _gib(torch.cuda.memory_allocated(dev)), "reserved": _gib(torch.cuda.memory_reserved(dev)),
+        "device": dev,
+        "total": _gib(total),
+        "free": _gib(free),
+        "allocated": _gib(torch.cuda.memory_allocated(dev)),
+        "reserved": _gib(torch.cuda.memory_reserved(dev)),
         "max_allocated": _gib(torch.cuda.max_memory_allocated(dev)),
-        "largest_tensors": largest_tensors(top), "summary": torch.cuda.memory_summary(dev, abbreviated=True),
+        "largest_tensors": largest_tensors(top),
+        "summary": torch.cuda.memory_summary(dev, abbreviated=True),
     }
     reserved = torch.cuda.memory_reserved(dev)
     allocated = torch.cuda.memory_allocated(dev)
@@ -342,7 +461,14 @@ def check_oom_context(top: int = 10, device: int | None = None) -> CheckResult:
     grads = [t for t in values["largest_tensors"] if t["requires_grad"]]
     if grads:
         hints.append("large tensors that require grad are alive: do not keep losses/outputs across steps without .detach()")
-    finding = (f"GPU {dev}: {values['allocated']} allocated, {values['reserved']} reserved, {values['free']} free of "
-               f"{values['total']}; peak {values['max_allocated']}")
-    return CheckResult(name="oom_context", passed=not hints, values=values, finding=finding,
-                       fix="; ".join(hints) or "reduce batch size, use AMP (torch.autocast) or gradient checkpointing")
+    finding = (
+        f"GPU {dev}: {values['allocated']} allocated, {values['reserved']} reserved, {values['free']} free of "
+        f"{values['total']}; peak {values['max_allocated']}"
+    )
+    return CheckResult(
+        name="oom_context",
+        passed=not hints,
+        values=values,
+        finding=finding,
+        fix="; ".join(hints) or "reduce batch size, use AMP (torch.autocast) or gradient checkpointing",
+    )

@@ -47,9 +47,19 @@ def _fail(op: str, arg: str, t: torch.Tensor, bad: torch.Tensor, what: str, fact
     values = [_round(v) for v in torch.unique(t[bad])[:10].tolist()]
     site, code = _user_site()
     first_val = _round(first_val)
-    facts = {"op": op, "argument": arg, "bad_value": first_val, "position": pos[0] if pos else [], "positions": pos,
-             "bad_count": count, "numel": t.numel(), "bad_values": values, "shape": list(t.shape),
-             "innermost_user_frame": site, **facts}
+    facts = {
+        "op": op,
+        "argument": arg,
+        "bad_value": first_val,
+        "position": pos[0] if pos else [],
+        "positions": pos,
+        "bad_count": count,
+        "numel": t.numel(),
+        "bad_values": values,
+        "shape": list(t.shape),
+        "innermost_user_frame": site,
+        **facts,
+    }
     if code:
         facts["user_code"] = code
     facts.setdefault("target" if arg == "target" else "index", first_val)
@@ -73,8 +83,7 @@ def _round(v: Any) -> Any:
     return v
 
 
-def _range(op: str, arg: str, t: torch.Tensor, lo: int, hi: int, ignore: int | None = None,
-           **facts: Any) -> None:
+def _range(op: str, arg: str, t: torch.Tensor, lo: int, hi: int, ignore: int | None = None, **facts: Any) -> None:
     if t.numel() == 0:
         return
     if t.is_floating_point() or t.dtype == torch.bool:
@@ -114,6 +123,7 @@ def _nll(target_at: int, ignore_at: int, self_at: int, op: str) -> Check:
         c = logp.size(0) if logp.dim() == 1 else logp.size(1)
         ignore = _arg(args, kwargs, ignore_at, "ignore_index", -100)
         _range(op, "target", target, 0, c, ignore, num_classes=c, ignore_index=ignore)
+
     return check
 
 
@@ -122,6 +132,7 @@ def _dim_index(op: str, index_at: int = 2) -> Check:
         src, dim, index = args[0], _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, index_at, "index")
         size = src.size(dim) if src.dim() else 1
         _range(op, "index", index, 0, size, dim=dim, size=size)
+
     return check
 
 
@@ -146,6 +157,7 @@ def _advanced_index(op: str) -> Check:
             size = src.size(dim)
             _range(op, f"indices[{dim}]", idx, -size, size, dim=dim, size=size)
             dim += 1
+
     return check
 
 
@@ -157,8 +169,14 @@ def _multinomial(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
     if mn >= 0 and mx < float("inf") and zero_rows == 0:
         return
     if not (mn >= 0 and mx < float("inf")):
-        _fail("multinomial", "input", p, ~torch.isfinite(p) | (p < 0),
-              "not a probability (NaN, inf or < 0)", {"min": _round(mn), "max": _round(mx)})
+        _fail(
+            "multinomial",
+            "input",
+            p,
+            ~torch.isfinite(p) | (p < 0),
+            "not a probability (NaN, inf or < 0)",
+            {"min": _round(mn), "max": _round(mx)},
+        )
     rows = p.sum(-1) <= 0
     _fail("multinomial", "input", p.sum(-1), rows, "a row summing to <= 0", {"zero_rows": int(zero_rows)})
 
@@ -170,15 +188,18 @@ def _bernoulli(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None
     elif isinstance(p, float) and not 0 <= p <= 1:
         site, code = _user_site()
         rule = rule_for_op("bernoulli")
-        raise KbdebugError(f"bernoulli: p={p} outside [0, 1] [{rule}]\n  at {site}: {code}",
-                           rule=rule, facts={"op": "bernoulli", "bad_value": p, "innermost_user_frame": site})
+        raise KbdebugError(
+            f"bernoulli: p={p} outside [0, 1] [{rule}]\n  at {site}: {code}",
+            rule=rule,
+            facts={"op": "bernoulli", "bad_value": p, "innermost_user_frame": site},
+        )
 
 
 def _bce(self_at: int, target_at: int) -> Check:
     def check(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        _unit("binary_cross_entropy", "input", args[self_at],
-              " (logits? apply sigmoid or use BCEWithLogitsLoss)")
+        _unit("binary_cross_entropy", "input", args[self_at], " (logits? apply sigmoid or use BCEWithLogitsLoss)")
         _unit("binary_cross_entropy", "target", args[target_at])
+
     return check
 
 

@@ -25,8 +25,9 @@ def _listed(values: list[int], limit: int = 5) -> str:
     return shown + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
 
-def label_advice(bad: list[Any], low: int, high: int, classes: int, ignore_index: int | None, *,
-                 head: str = "the model's output size", keep: str = "") -> str:
+def label_advice(
+    bad: list[Any], low: int, high: int, classes: int, ignore_index: int | None, *, head: str = "the model's output size", keep: str = ""
+) -> str:
     """What to do about labels outside [0, classes): one sentence per kind of bad value.
 
     `bad` are the distinct offending values, `low`/`high` the min/max of the labels that are not
@@ -42,65 +43,95 @@ def label_advice(bad: list[Any], low: int, high: int, classes: int, ignore_index
     negative = [v for v in real if v < 0]
     above = [v for v in real if v >= classes]
     if negative:
-        parts.append(f"negative labels ({_listed(negative)}): remap them into [0, {classes}) "
-                     f"or set ignore_index to the padding value")
+        parts.append(f"negative labels ({_listed(negative)}): remap them into [0, {classes}) or set ignore_index to the padding value")
     if above and low >= 1 and high == classes:
-        parts.append(f"labels look 1-based (min {low}, max {high} for {classes} classes): use target - 1, "
-                     f"or, if label 0 is a real class too, {head} {classes + 1}")
+        parts.append(
+            f"labels look 1-based (min {low}, max {high} for {classes} classes): use target - 1, "
+            f"or, if label 0 is a real class too, {head} {classes + 1}"
+        )
     elif above:
         extra = f" ({keep})" if keep else ""
         which = "label" if len(above) == 1 else "labels"
-        parts.append(f"the labels have {high + 1} classes (0..{high}) and the head {classes}: set {head} to {high + 1}{extra}, "
-                     f"or, if {classes} is right, find where {which} {_listed(above)} come{'s' if len(above) == 1 else ''} from")
+        parts.append(
+            f"the labels have {high + 1} classes (0..{high}) and the head {classes}: set {head} to {high + 1}{extra}, "
+            f"or, if {classes} is right, find where {which} {_listed(above)} come{'s' if len(above) == 1 else ''} from"
+        )
     return "; ".join(parts)
 
 
-def check_class_targets(target: torch.Tensor, num_classes: int | None = None, *, logits: torch.Tensor | None = None,
-                        ignore_index: int | None = -100, class_dim: int = 1,
-                        max_positions: int = MAX_POSITIONS) -> CheckResult:
+def check_class_targets(
+    target: torch.Tensor,
+    num_classes: int | None = None,
+    *,
+    logits: torch.Tensor | None = None,
+    ignore_index: int | None = -100,
+    class_dim: int = 1,
+    max_positions: int = MAX_POSITIONS,
+) -> CheckResult:
     """Class-index targets for cross_entropy / nll_loss: every value in [0, C) or == ignore_index."""
     name = "class_targets"
     if num_classes is None:
         if logits is None:
             raise TypeError("check_class_targets needs num_classes= or logits=")
         num_classes = int(logits.shape[class_dim] if logits.dim() > 1 else logits.shape[0])
-    values: dict[str, Any] = {"num_classes": num_classes, "ignore_index": ignore_index, "shape": list(target.shape),
-                              "dtype": str(target.dtype).replace("torch.", "")}
+    values: dict[str, Any] = {
+        "num_classes": num_classes,
+        "ignore_index": ignore_index,
+        "shape": list(target.shape),
+        "dtype": str(target.dtype).replace("torch.", ""),
+    }
     if target.is_floating_point():
         if logits is not None and target.shape == logits.shape:
             mn, mx = (float(v) for v in torch.stack([target.min(), target.max()]).tolist()) if target.numel() else (0, 0)
             values.update(min=num(mn), max=num(mx))
             ok = 0 <= mn and mx <= 1
-            return CheckResult(name=name, passed=ok, values=values,
-                               finding=f"class-probability targets, values in [{num(mn)}, {num(mx)}]"
-                               + ("" if ok else ": probabilities must lie in [0, 1]"),
-                               fix="" if ok else f"soft targets reach {num(mx) if mx > 1 else num(mn)}: normalise them "
-                                                 "(softmax, or divide by the row sum)")
-        return CheckResult(name=name, passed=False, values=values,
-                           finding=f"target is {values['dtype']}; class-index targets must be an integer (int64) tensor",
-                           fix=f"target = target.long()  (it is {values['dtype']}; check the values are whole class numbers first)")
+            return CheckResult(
+                name=name,
+                passed=ok,
+                values=values,
+                finding=f"class-probability targets, values in [{num(mn)}, {num(mx)}]"
+                + ("" if ok else ": probabilities must lie in [0, 1]"),
+                fix=""
+                if ok
+                else f"soft targets reach {num(mx) if mx > 1 else num(mn)}: normalise them (softmax, or divide by the row sum)",
+            )
+        return CheckResult(
+            name=name,
+            passed=False,
+            values=values,
+            finding=f"target is {values['dtype']}; class-index targets must be an integer (int64) tensor",
+            fix=f"target = target.long()  (it is {values['dtype']}; check the values are whole class numbers first)",
+        )
     if target.numel() == 0:
         return CheckResult(name=name, passed=True, values=values, finding="target is empty")
     t = target.detach()
     mn, mx = torch.stack(list(torch.aminmax(t))).tolist()
     values.update(min=mn, max=mx, histogram=histogram(t))
     if 0 <= mn and mx < num_classes:
-        return CheckResult(name=name, passed=True, values=values,
-                           finding=f"all {t.numel()} targets in [0, {num_classes}) (min {mn}, max {mx})")
+        return CheckResult(
+            name=name, passed=True, values=values, finding=f"all {t.numel()} targets in [0, {num_classes}) (min {mn}, max {mx})"
+        )
     bad = (t < 0) | (t >= num_classes)
     if ignore_index is not None:
         bad &= t != ignore_index
     count = int(bad.sum())
     if count == 0:
-        return CheckResult(name=name, passed=True, values=values,
-                           finding=f"all targets in [0, {num_classes}) apart from ignore_index={ignore_index}")
+        return CheckResult(
+            name=name, passed=True, values=values, finding=f"all targets in [0, {num_classes}) apart from ignore_index={ignore_index}"
+        )
     bad_values, hist = offending(t, bad)
     values.update(out_of_range=count, offending_counts=hist)
     shown = ", ".join(f"{v} (x{c})" for v, c in hist.items())
     low, high = _real_range(t, ignore_index)
-    return CheckResult(name=name, passed=False, values=values, offending=bad_values, positions=positions(bad, max_positions),
-                       finding=f"{count} of {t.numel()} targets outside [0, {num_classes}) (ignore_index={ignore_index}): {shown}",
-                       fix=label_advice(bad_values, low, high, num_classes, ignore_index))
+    return CheckResult(
+        name=name,
+        passed=False,
+        values=values,
+        offending=bad_values,
+        positions=positions(bad, max_positions),
+        finding=f"{count} of {t.numel()} targets outside [0, {num_classes}) (ignore_index={ignore_index}): {shown}",
+        fix=label_advice(bad_values, low, high, num_classes, ignore_index),
+    )
 
 
 def _real_range(t: torch.Tensor, ignore_index: int | None) -> tuple[int, int]:
@@ -126,10 +157,18 @@ def _layout(label: torch.Tensor, pred: torch.Tensor, channels: int) -> str:
     return "unknown"
 
 
-def check_segmentation(label: torch.Tensor, pred: torch.Tensor, *, num_classes: int | None = None,
-                       to_onehot: int | None = None, to_onehot_y: bool | None = None, softmax: bool | None = None,
-                       sigmoid: bool | None = None, include_background: bool | None = None,
-                       ignore_index: int | None = None) -> CheckResult:
+def check_segmentation(
+    label: torch.Tensor,
+    pred: torch.Tensor,
+    *,
+    num_classes: int | None = None,
+    to_onehot: int | None = None,
+    to_onehot_y: bool | None = None,
+    softmax: bool | None = None,
+    sigmoid: bool | None = None,
+    include_background: bool | None = None,
+    ignore_index: int | None = None,
+) -> CheckResult:
     """Label vs prediction layout for segmentation, and MONAI-style settings given as plain values
     (`AsDiscrete(to_onehot=N)`, `DiceLoss(to_onehot_y=..., softmax=...)`), so MONAI is not needed.
 
@@ -141,20 +180,36 @@ def check_segmentation(label: torch.Tensor, pred: torch.Tensor, *, num_classes: 
         raise TypeError("pred must be [B, C, ...]")
     channels = int(pred.shape[1])
     layout = _layout(label, pred, channels)
-    values: dict[str, Any] = {"label_shape": list(label.shape), "pred_shape": list(pred.shape), "pred_channels": channels,
-                              "label_dtype": str(label.dtype).replace("torch.", ""), "label_layout": layout}
+    values: dict[str, Any] = {
+        "label_shape": list(label.shape),
+        "pred_shape": list(pred.shape),
+        "pred_channels": channels,
+        "label_dtype": str(label.dtype).replace("torch.", ""),
+        "label_layout": layout,
+    }
     real = channels if layout == "one-hot" else None
     if layout == "unknown":
-        problems.append((f"label {list(label.shape)} fits neither index [B,...]/[B,1,...] nor one-hot {list(pred.shape)} layout",
-                         f"make the label [B, 1, {', '.join(str(s) for s in pred.shape[2:])}] (index) "
-                         f"or {list(pred.shape)} (one-hot)"))
+        problems.append(
+            (
+                f"label {list(label.shape)} fits neither index [B,...]/[B,1,...] nor one-hot {list(pred.shape)} layout",
+                f"make the label [B, 1, {', '.join(str(s) for s in pred.shape[2:])}] (index) or {list(pred.shape)} (one-hot)",
+            )
+        )
     spatial_label = list(label.shape[1:]) if layout == "index [B,...]" else list(label.shape[2:])
     if layout != "unknown" and spatial_label != list(pred.shape[2:]):
-        problems.append((f"spatial size differs: label {spatial_label} vs prediction {list(pred.shape[2:])}",
-                         f"resize/crop label and image with the same transform to {list(pred.shape[2:])} (nearest for labels)"))
+        problems.append(
+            (
+                f"spatial size differs: label {spatial_label} vs prediction {list(pred.shape[2:])}",
+                f"resize/crop label and image with the same transform to {list(pred.shape[2:])} (nearest for labels)",
+            )
+        )
     if label.shape[0] != pred.shape[0]:
-        problems.append((f"batch size differs: label {label.shape[0]} vs prediction {pred.shape[0]}",
-                         "check the collate function and that label and image come from the same sample"))
+        problems.append(
+            (
+                f"batch size differs: label {label.shape[0]} vs prediction {pred.shape[0]}",
+                "check the collate function and that label and image come from the same sample",
+            )
+        )
     if layout.startswith("index") and label.numel():
         real = _index_label_problems(label, channels, to_onehot, ignore_index, values, problems)
     elif layout == "one-hot" and label.numel():
@@ -162,29 +217,47 @@ def check_segmentation(label: torch.Tensor, pred: torch.Tensor, *, num_classes: 
         mn, mx = torch.stack([sums.min(), sums.max()]).tolist()
         values["onehot_sum_range"] = [num(mn), num(mx)]
         if not (mn == 1 and mx == 1):
-            problems.append((f"one-hot label channels sum to [{num(mn)}, {num(mx)}] per voxel instead of 1",
-                             f"build the one-hot with the real class count ({channels}) and no ignore labels"))
+            problems.append(
+                (
+                    f"one-hot label channels sum to [{num(mn)}, {num(mx)}] per voxel instead of 1",
+                    f"build the one-hot with the real class count ({channels}) and no ignore labels",
+                )
+            )
     if real is not None:
         values["real_class_count"] = real
-    _setting_problems(layout, label, channels, real, num_classes, to_onehot, to_onehot_y, softmax, sigmoid,
-                      include_background, problems)
+    _setting_problems(layout, label, channels, real, num_classes, to_onehot, to_onehot_y, softmax, sigmoid, include_background, problems)
     if layout == "index [B,1,...]" and to_onehot_y is None and channels > 1:
         values["hint"] = "for cross_entropy squeeze the channel: label[:, 0].long()"
     if problems:
-        return CheckResult(name="segmentation_layout", passed=False, values=values,
-                           finding="; ".join(p for p, _ in problems), fix="; ".join(dict.fromkeys(f for _, f in problems)))
-    return CheckResult(name="segmentation_layout", passed=True, values=values,
-                       finding=f"label {layout} {list(label.shape)} fits prediction {list(pred.shape)}"
-                               + (f" ({real} classes seen)" if real else ""))
+        return CheckResult(
+            name="segmentation_layout",
+            passed=False,
+            values=values,
+            finding="; ".join(p for p, _ in problems),
+            fix="; ".join(dict.fromkeys(f for _, f in problems)),
+        )
+    return CheckResult(
+        name="segmentation_layout",
+        passed=True,
+        values=values,
+        finding=f"label {layout} {list(label.shape)} fits prediction {list(pred.shape)}" + (f" ({real} classes seen)" if real else ""),
+    )
 
 
-def _index_label_problems(label: torch.Tensor, channels: int, to_onehot: int | None, ignore_index: int | None,
-                          values: dict[str, Any], problems: list[tuple[str, str]]) -> int | None:
+def _index_label_problems(
+    label: torch.Tensor,
+    channels: int,
+    to_onehot: int | None,
+    ignore_index: int | None,
+    values: dict[str, Any],
+    problems: list[tuple[str, str]],
+) -> int | None:
     """The value range of an index label against the head; returns the real class count (max + 1)."""
     t = label.detach()
     if t.is_floating_point() and not torch.equal(t, t.round()):
-        problems.append(("index label holds non-integer values (interpolated with a non-nearest mode?)",
-                         "resample labels with mode='nearest'"))
+        problems.append(
+            ("index label holds non-integer values (interpolated with a non-nearest mode?)", "resample labels with mode='nearest'")
+        )
     tt = t if ignore_index is None else t[t != ignore_index]
     if not tt.numel():
         return None
@@ -199,35 +272,65 @@ def _index_label_problems(label: torch.Tensor, channels: int, to_onehot: int | N
     real = high + 1 if high >= 0 else None
     keep = f"keep to_onehot={to_onehot}" if to_onehot is not None and real is not None and to_onehot == real else ""
     shown = ", ".join(str(v) for v in bad_values[:5])
-    problems.append((f"label values {shown} outside [0, {channels}) for a prediction with {channels} channels "
-                     f"(labels {num(mn)}..{num(mx)})",
-                     label_advice(bad_values, low, high, channels, ignore_index, head="the model's output channels", keep=keep)))
+    problems.append(
+        (
+            f"label values {shown} outside [0, {channels}) for a prediction with {channels} channels (labels {num(mn)}..{num(mx)})",
+            label_advice(bad_values, low, high, channels, ignore_index, head="the model's output channels", keep=keep),
+        )
+    )
     return real
 
 
-def _setting_problems(layout: str, label: torch.Tensor, channels: int, real: int | None, num_classes: int | None,
-                      to_onehot: int | None, to_onehot_y: bool | None, softmax: bool | None, sigmoid: bool | None,
-                      include_background: bool | None, problems: list[tuple[str, str]]) -> None:
+def _setting_problems(
+    layout: str,
+    label: torch.Tensor,
+    channels: int,
+    real: int | None,
+    num_classes: int | None,
+    to_onehot: int | None,
+    to_onehot_y: bool | None,
+    softmax: bool | None,
+    sigmoid: bool | None,
+    include_background: bool | None,
+    problems: list[tuple[str, str]],
+) -> None:
     """MONAI-style settings against the head and the labels; a setting that agrees with the labels
     while the head does not is reported with the labels (above), not here."""
     if num_classes is not None and num_classes != channels:
-        problems.append((f"num_classes={num_classes} but the prediction has {channels} channels",
-                         f"set num_classes={channels}, or give the head {num_classes} outputs if the data has {num_classes} classes"))
+        problems.append(
+            (
+                f"num_classes={num_classes} but the prediction has {channels} channels",
+                f"set num_classes={channels}, or give the head {num_classes} outputs if the data has {num_classes} classes",
+            )
+        )
     if to_onehot is not None:
         head_too_small = real is not None and real > channels
         if to_onehot != channels and not (head_too_small and to_onehot == real):
             seen = f" (labels reach {real - 1})" if real is not None else ""
-            problems.append((f"to_onehot={to_onehot} but the prediction has {channels} channels{seen}",
-                             f"AsDiscrete(to_onehot={channels}) (the head's channel count)"))
+            problems.append(
+                (
+                    f"to_onehot={to_onehot} but the prediction has {channels} channels{seen}",
+                    f"AsDiscrete(to_onehot={channels}) (the head's channel count)",
+                )
+            )
     if to_onehot_y is True and layout == "one-hot":
         problems.append((f"to_onehot_y=True but the label {list(label.shape)} is already one-hot", "set to_onehot_y=False"))
     if to_onehot_y is False and layout.startswith("index") and channels > 1:
-        problems.append((f"to_onehot_y=False with an index label {list(label.shape)} against {channels} channels "
-                         "('ground truth has different shape')", "set to_onehot_y=True (and softmax=True)"))
+        problems.append(
+            (
+                f"to_onehot_y=False with an index label {list(label.shape)} against {channels} channels "
+                "('ground truth has different shape')",
+                "set to_onehot_y=True (and softmax=True)",
+            )
+        )
     if softmax and channels == 1:
         problems.append(("softmax=True on a single-channel prediction is ignored", "use sigmoid=True for one foreground class"))
     if softmax and sigmoid:
-        problems.append(("softmax=True and sigmoid=True together",
-                         f"choose one: softmax=True for {channels} exclusive classes, sigmoid=True for independent ones"))
+        problems.append(
+            (
+                "softmax=True and sigmoid=True together",
+                f"choose one: softmax=True for {channels} exclusive classes, sigmoid=True for independent ones",
+            )
+        )
     if include_background is False and channels == 1:
         problems.append(("include_background=False with one channel removes the only class", "keep include_background=True"))

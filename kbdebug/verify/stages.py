@@ -130,8 +130,9 @@ class Audit:
     records only shapes/dtypes/devices (no reductions, no syncs).
     """
 
-    def __init__(self, model: torch.nn.Module, *, sync: bool = False, values: bool = True, leaves_only: bool = False,
-                 max_records: int = 10_000) -> None:
+    def __init__(
+        self, model: torch.nn.Module, *, sync: bool = False, values: bool = True, leaves_only: bool = False, max_records: int = 10_000
+    ) -> None:
         self.model, self.sync, self.values, self.max_records = model, sync, values, max_records
         self.records: list[StageRecord] = []
         self._stack: list[StageRecord] = []
@@ -147,11 +148,16 @@ class Audit:
 
     def _pre(self, name: str) -> Any:
         def hook(mod: torch.nn.Module, args: tuple[Any, ...]) -> None:
-            rec = StageRecord(index=len(self.records), module=name, type=type(mod).__name__,
-                              inputs=[stats(t, self.values) for _, t in walk_tensors(args, "in")])
+            rec = StageRecord(
+                index=len(self.records),
+                module=name,
+                type=type(mod).__name__,
+                inputs=[stats(t, self.values) for _, t in walk_tensors(args, "in")],
+            )
             self._stack.append(rec)
             if len(self.records) < self.max_records:
                 self.records.append(rec)
+
         return hook
 
     def _post(self) -> Any:
@@ -172,6 +178,7 @@ class Audit:
             rec.finished = True
             rec.finish_order = self._finished
             self._finished += 1
+
         return hook
 
     def _mark_failed(self, rec: StageRecord, err: BaseException | None) -> None:
@@ -211,8 +218,7 @@ class Audit:
         self.remove()
         if ev is not None and self.failed is not None and hasattr(ev, "add_note"):
             f = self.failed
-            ev.add_note(f"kbdebug.audit: failed in module {f.module!r} ({f.type}) with inputs "
-                        + ("; ".join(map(str, f.inputs)) or "none"))
+            ev.add_note(f"kbdebug.audit: failed in module {f.module!r} ({f.type}) with inputs " + ("; ".join(map(str, f.inputs)) or "none"))
 
 
 def audit(model: torch.nn.Module, *, sync: bool = False, values: bool = True, leaves_only: bool = False) -> Audit:

@@ -47,4 +47,3 @@ def offending(t: torch.Tensor, mask: torch.Tensor, limit: int = HISTOGRAM) -> tu
 
 def describe_shape(t: torch.Tensor) -> str:
     return f"[{', '.join(str(s) for s in t.shape)}] {str(t.dtype).replace('torch.', '')} on {t.device}"
-

@@ -48,8 +48,12 @@ def show_rule(rule: Rule, kb: KnowledgeBase, kb_dirs: list[Path] | None, fmt: st
     lines += ["", note, ""]
     guide = render([Diagnosis(source="first positive example", incidents=[incident])], fmt, width=width)
     if fmt == "json":  # the whole output stays one JSON document
-        return json.dumps({"rule": data, "source": str(kb.sources.get(rule.id, "")), "example": json.loads(guide)},
-                          indent=2, ensure_ascii=False) + "\n"
+        return (
+            json.dumps(
+                {"rule": data, "source": str(kb.sources.get(rule.id, "")), "example": json.loads(guide)}, indent=2, ensure_ascii=False
+            )
+            + "\n"
+        )
     return "\n".join(lines) + "\n" + guide
 
 

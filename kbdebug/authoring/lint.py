@@ -24,8 +24,17 @@ from kbdebug.kb.model import Rule
 _PACKAGE = Path(__file__).resolve().parent.parent
 # The modules that put facts on an incident; facts are read off records and their frames, and the
 # parsers name the values of messages. A file another version lacks is simply not read.
-_FACT_SOURCES = ("records.py", "frames.py", "shapes.py", "api.py", "advice.py", "diagnosis.py", "kb/matcher.py",
-                 "verify/guard_mode.py", "parse/**/*.py")
+_FACT_SOURCES = (
+    "records.py",
+    "frames.py",
+    "shapes.py",
+    "api.py",
+    "advice.py",
+    "diagnosis.py",
+    "kb/matcher.py",
+    "verify/guard_mode.py",
+    "parse/**/*.py",
+)
 _IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
 _ALWAYS = frozenset({"script"})  # added by the renderer for every rule
 
@@ -96,8 +105,9 @@ def undefined_variables(data: dict[str, Any]) -> list[tuple[str, str]]:
             continue  # reported by the loader
         for var in sorted(used):
             if var not in known and not any(p.match(var) for p in patterns):
-                problems.append((where, f"`{var}` is not a fact kbdebug produces nor one this rule's `facts` defines; "
-                                        "it would render empty"))
+                problems.append(
+                    (where, f"`{var}` is not a fact kbdebug produces nor one this rule's `facts` defines; it would render empty")
+                )
     return problems
 
 
@@ -112,6 +122,7 @@ def known_checks() -> frozenset[str] | None:
 
 def reference_problems(data: dict[str, Any], all_rules: list[Rule], checks: frozenset[str] | None) -> list[tuple[str, str]]:
     """(field, problem) for each check or rule id a rule file names that does not exist."""
+
     def names(key: str) -> list[tuple[int, str]]:
         value = data.get(key)
         return [(i, v) for i, v in enumerate(value) if isinstance(v, str)] if isinstance(value, list) else []
