@@ -18,16 +18,24 @@ import time
 from pathlib import Path
 
 KINDS = [
-    ("/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{a}: operator(): block: [{b},0,0], thread: [{c},0,0] "
-     'Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
-     'Traceback (most recent call last):\n  File "/runs/{r}/train.py", line {a}, in step\n    loss = crit(out.gather(1, idx), y)\n'
-     "RuntimeError: CUDA error: device-side assert triggered\n"),
-    ('Traceback (most recent call last):\n  File "/runs/{r}/train.py", line {a}, in step\n    out = model(x)\n'
-     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {b}.00 GiB. GPU {c} has a total capacity of 79.15 GiB\n"),
-    ('Traceback (most recent call last):\n  File "/runs/{r}/seg.py", line {a}, in step\n    loss = criterion(pred, label)\n'
-     "ValueError: Target size (torch.Size([{b}, 1, 96, 96])) must be the same as input size (torch.Size([{b}, 14, 96, 96]))\n"),
-    ("[rank{c}]:[E ProcessGroupNCCL.cpp:616] [Rank {c}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={a}, "
-     "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 60{b:04d} milliseconds before timing out.\n"),
+    (
+        "/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{a}: operator(): block: [{b},0,0], thread: [{c},0,0] "
+        'Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.\n'
+        'Traceback (most recent call last):\n  File "/runs/{r}/train.py", line {a}, in step\n    loss = crit(out.gather(1, idx), y)\n'
+        "RuntimeError: CUDA error: device-side assert triggered\n"
+    ),
+    (
+        'Traceback (most recent call last):\n  File "/runs/{r}/train.py", line {a}, in step\n    out = model(x)\n'
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {b}.00 GiB. GPU {c} has a total capacity of 79.15 GiB\n"
+    ),
+    (
+        'Traceback (most recent call last):\n  File "/runs/{r}/seg.py", line {a}, in step\n    loss = criterion(pred, label)\n'
+        "ValueError: Target size (torch.Size([{b}, 1, 96, 96])) must be the same as input size (torch.Size([{b}, 14, 96, 96]))\n"
+    ),
+    (
+        "[rank{c}]:[E ProcessGroupNCCL.cpp:616] [Rank {c}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={a}, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 60{b:04d} milliseconds before timing out.\n"
+    ),
 ]
 
 
@@ -42,8 +50,9 @@ def main() -> int:
         whole = []
         for i in range(args.logs):
             noise = "".join(f"step {j} loss 0.{rnd.randrange(10**4)}\n" for j in range(rnd.randrange(5, 60)))
-            text = noise + KINDS[i % len(KINDS)].format(a=rnd.randrange(10, 900), b=rnd.randrange(1, 64),
-                                                        c=rnd.randrange(8), r=f"job{rnd.randrange(10**6)}")
+            text = noise + KINDS[i % len(KINDS)].format(
+                a=rnd.randrange(10, 900), b=rnd.randrange(1, 64), c=rnd.randrange(8), r=f"job{rnd.randrange(10**6)}"
+            )
             (logs / f"{i:05d}.log").write_text(text)
             whole.append(text)
         concat = Path(tmp) / "all.log"
@@ -56,9 +65,9 @@ def main() -> int:
         subprocess.run([*kb, str(concat)], capture_output=True, check=False)
         one = time.perf_counter() - start
     summary = json.loads(out.splitlines()[-1])["summary"]
-    print(f"{args.logs} logs in a directory: {many:6.2f} s   their concatenation: {one:6.2f} s   "
-          f"ratio {many / one:4.2f}x (target <= 2x)")
-    print(f"distinct crashes: {summary['crashes']} ({', '.join(f'{g['rule']} x{g['count']}' for g in summary['groups'])})")
+    print(f"{args.logs} logs in a directory: {many:6.2f} s   their concatenation: {one:6.2f} s   ratio {many / one:4.2f}x (target <= 2x)")
+    groups = ", ".join(f"{g['rule']} x{g['count']}" for g in summary["groups"])
+    print(f"distinct crashes: {summary['crashes']} ({groups})")
     return 0
 
 
