@@ -234,3 +234,17 @@ def test_explain_many_logs_streams_each_then_groups_by_signature(tmp_path: Path)
     assert (top["rule"], top["count"], len(top["members"])) == ("cuda_oom", 4, 4)
     text = run_cli("explain", str(tmp_path / "runs" / "r*" / "*.log")).stdout.decode()
     assert "summary: 4 logs, 1 distinct crash" in text and "cuda_oom" in text.splitlines()[-2]
+
+
+def test_many_logs_show_progress_on_a_terminal(tmp_path: Path) -> None:
+    import os
+
+    for i in range(25):
+        (tmp_path / f"{i:02d}.log").write_text(f"RuntimeError: CUDA error: misaligned address {i}\n")
+    shown, status = run_in_pty(
+        [sys.executable, "-m", "kbdebug", "explain", str(tmp_path)], env={**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    )
+    text = shown.decode(errors="replace")
+    assert status == 0
+    assert "diagnosing" in text  # rich's bar, on the terminal's stderr
+    assert "summary: 25 logs, 1 distinct crash" in text
