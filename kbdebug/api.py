@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -150,6 +151,10 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
         diag.keep_inputs(_frame_inputs(frame, code))
 
 
+# How code names a label/target tensor (`label`, `target`, `gt_mask`, `y_true`, `masks`); the other operand is the prediction.
+LABEL_NAME = re.compile(r"(?i)label|target|\bgts?\b|^gt_|_gt\b|ground_?truth|mask|^y(?:_?true)?$|annotation|seg_?map")
+
+
 def _add_frame_shapes(records: list[Any], exc: BaseException) -> None:
     """The shapes of the tensors on the failing line join the exception's record before the rules see
     it: a broadcast message names one dim, the tensors say which relation (label vs logits) clashed."""
@@ -162,7 +167,12 @@ def _add_frame_shapes(records: list[Any], exc: BaseException) -> None:
     source, frame = found
     line = _frame_line(source.__traceback__, frame)
     code = linecache.getline(frame.f_code.co_filename, line, frame.f_globals).strip()
-    last.frame_shapes = [t["shape"] for t in _frame_tensors(frame, code, values=False).values()]
+    tensors = _frame_tensors(frame, code, values=False)
+    last.frame_shapes = [t["shape"] for t in tensors.values()]
+    labels = [name for name in tensors if LABEL_NAME.search(name)]
+    others = [name for name in tensors if name not in labels and len(tensors[name]["shape"]) >= 2]
+    if len(labels) == 1 and len(others) == 1:  # which of the two is the label, by its name in the user's code
+        last.frame_target_shape, last.frame_input_shape = tensors[labels[0]]["shape"], tensors[others[0]]["shape"]
 
 
 def _frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str, dict[str, Any]]:

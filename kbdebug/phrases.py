@@ -6,6 +6,25 @@ from __future__ import annotations
 _META = set("\\.^$*+?{}[]()|")
 
 
+def split_alternatives(regex: str) -> list[str]:
+    """The top-level alternatives of a regex (`a(?:b|c)|d` -> `a(?:b|c)`, `d`)."""
+    alts, depth, cur, i = [], 0, "", 0
+    while i < len(regex):
+        ch = regex[i]
+        if ch == "\\" and i + 1 < len(regex):
+            cur += regex[i : i + 2]
+            i += 2
+            continue
+        depth += 1 if ch in "([" else (-1 if ch in ")]" else 0)
+        if ch == "|" and depth == 0:
+            alts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    return [*alts, cur]
+
+
 def literal_prefixes(regex: str) -> list[str]:
     """The fixed text each top-level alternative of a regex starts with (`a (?:b|c)|d` -> `a `, `d`)."""
     alts, depth, cur = [], 0, ""

@@ -91,6 +91,9 @@ class PyException(Record):
     has_header: bool = False
     # Shapes of the tensors named on the failing line, when a live frame was there to read them.
     frame_shapes: list[list[int]] = []
+    # ... and which of them is the label and which the prediction, when the code's names say so
+    frame_target_shape: list[int] | None = None
+    frame_input_shape: list[int] | None = None
 
     @property
     def folded_message(self) -> str:
@@ -174,6 +177,8 @@ class PyException(Record):
         shapes = self.shapes or self.pair_shapes
         if len(shapes) >= 2:
             f["shapes"] = shapes
+        if len(self.shapes) != 2 and self.frame_input_shape and self.frame_target_shape:
+            f |= shape_facts(self.frame_input_shape, self.frame_target_shape)
         if (rel := self.shape_relation or self.frame_shape_relation) is not None:
             f["shape_relation"] = rel
         return f

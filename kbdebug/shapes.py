@@ -50,6 +50,8 @@ def relation(a: Shape, b: Shape) -> Relation:
             rest = longer[:1] + longer[2:]
             if rest[1:] == shorter[1:] and rest[0] != shorter[0]:
                 return "batch"
+            if rest[0] == shorter[0] and rest[1:] != shorter[1:] and longer[1] != 1:
+                return "spatial"  # `[N, C, H, W]` scores against `[N, h, w]` indices: the sizes, not the layout
         return "rank"
     diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
     if diff == [0]:

@@ -261,3 +261,13 @@ def test_every_grammar_is_exercised() -> None:
 @pytest.mark.parametrize("grammar", GRAMMARS)
 def test_non_matching_text_gives_none(grammar: str) -> None:
     assert parse(grammar, "Epoch 3: 41%|####      | 412/1000 [02:11<03:07, loss=0.43]") is None
+
+
+@pytest.mark.parametrize("template", sorted(MESSAGES))
+def test_every_template_is_found_where_it_starts(template: str) -> None:
+    """The anchors derived from messages.lark find each template's start, inside a longer line too."""
+    from kbdebug.parse.grammar import anchors
+
+    line = "RuntimeError: " + MESSAGES[template]
+    found = [first_alt(tree).data for s in anchors("messages").starts(line) if (tree := parse("messages", line[s:]))]
+    assert template in found[:1] or (found and found[0] == template), (template, found)

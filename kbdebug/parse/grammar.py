@@ -20,7 +20,7 @@ from lark.lexer import PatternStr
 
 from kbdebug._cache import cached
 from kbdebug._resources import data_dir
-from kbdebug.phrases import literal_prefixes
+from kbdebug.phrases import canonical_text, split_alternatives
 
 GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "oom", "distributed", "messages")
 
@@ -149,7 +149,12 @@ class Anchors:
         if not sym.is_term:
             return None
         pattern = grammar.get_terminal(sym.name).pattern
-        lits = [pattern.value] if isinstance(pattern, PatternStr) else literal_prefixes(pattern.value)
+        # each top-level alternative read as plain text, optional groups skipped (`(?:0D or )?1D target ...`)
+        lits = (
+            [pattern.value]
+            if isinstance(pattern, PatternStr)
+            else [canonical_text(x) for alt in split_alternatives(pattern.value) for x in _expand_start(alt)]
+        )
         lits = [x.strip() for x in lits]
         return lits if all(len(x) >= self.MIN_LITERAL for x in lits) else None
 
@@ -171,6 +176,17 @@ class Anchors:
                 if tok:
                     found.add(tok.start())
         return sorted(found)[:limit]
+
+
+def _expand_start(alt: str) -> list[str]:
+    """A regex alternative that opens with a choice (`[Ll]oss`, `(?:Loss|loss) is`) as one text per choice."""
+    m = re.match(r"\[([A-Za-z]{1,4})\](.*)", alt, re.S)
+    if m:
+        return [c + m.group(2) for c in m.group(1)]
+    m = re.match(r"\(\?:([^()]*)\)(?![?*+{])(.*)", alt, re.S)
+    if m:
+        return [a + m.group(2) for a in split_alternatives(m.group(1))]
+    return [alt]
 
 
 _LAST_TOKEN = re.compile(r"\S+\s*$")

@@ -109,8 +109,9 @@ def _md_inline(text: str) -> str:
 def fill_text(template: str, facts: dict[str, Any]) -> str:
     try:
         return _fragment_env().get_template(template).render(**facts).strip()
-    except jinja2.TemplateError as exc:  # a user rule with a broken template still renders something
-        return f"{template} (template error: {exc})"
+    except (jinja2.TemplateError, SyntaxError, TypeError, ValueError, ArithmeticError) as exc:
+        # a guide that cannot render (a user's template, an odd fact value) still leaves a readable report
+        return f"{template} (template error: {type(exc).__name__}: {exc})"
 
 
 def _script(facts: dict[str, Any]) -> str:
