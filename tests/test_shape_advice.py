@@ -12,7 +12,7 @@ F = torch.nn.functional
 import kbdebug  # noqa: E402
 
 
-def fix_of(fn) -> tuple[str, str]:  # noqa: ANN001
+def fix_of(fn) -> tuple[str, str]:
     with pytest.raises(Exception) as info:
         fn()
     root = kbdebug.diagnose(info.value).root
