@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.browser
@@ -58,7 +57,7 @@ class Texts(HTMLParser):
         self.title = ""
         self._in_title = False
 
-    def handle_starttag(self, tag: str, attrs: list) -> None:  # noqa: ANN001
+    def handle_starttag(self, tag: str, attrs: list) -> None:
         self.tags.append(tag)
         self._in_title = tag == "title"
 
