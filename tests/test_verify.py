@@ -226,3 +226,18 @@ def test_run_checks_says_what_is_missing() -> None:
     assert res.passed is None and "logits" in res.finding
     (res,) = run_checks(["no_such_check"], {}, {})
     assert res.passed is None
+
+
+def test_check_result_is_importable_without_torch() -> None:
+    """The verifier's result type is plain data: a data-pipeline test can use it where torch is absent."""
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from kbdebug.verify.result import CheckResult\n"
+        "print(CheckResult(name='x', passed=True, finding='ok').passed)\n"
+        "try:\n    from kbdebug.verify import check_index\nexcept ImportError as e:\n    print('needs torch' in str(e))"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True"]

@@ -1,0 +1,183 @@
+"""The verifier's public functions and the table that runs a rule's checks on the user's tensors (needs torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kbdebug.verify.checks import (
+    check_bce_inputs,
+    check_build,
+    check_class_targets,
+    check_devices,
+    check_embedding_ids,
+    check_finite,
+    check_index,
+    check_oom_context,
+    check_probabilities,
+    check_segmentation,
+    check_shapes,
+    check_target_dtype,
+    largest_tensors,
+)
+from kbdebug.verify.guard_mode import guard
+from kbdebug.verify.result import CheckResult
+from kbdebug.verify.stages import Audit, audit, describe, print_describe, stats
+
+# Names users pass their tensors under, per role (the first one found wins).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "target": ("target", "targets", "label", "labels", "y", "mask", "gt"),
+    "logits": ("logits", "logit", "pred", "preds", "prediction", "output", "outputs", "out", "input", "y_pred", "scores"),
+    "index": ("index", "idx", "indices"),
+    "ids": ("input_ids", "ids", "tokens", "position_ids", "index", "indices"),
+    "probs": ("probs", "p", "prob", "probabilities", "weights", "input", "pred"),
+    "module": ("model", "module", "net", "embedding", "emb"),
+    "inputs": ("inputs", "x", "input", "batch", "images", "image"),
+}
+
+
+def _pick(tensors: dict[str, Any], role: str) -> Any:
+    for name in ALIASES[role]:
+        if name in tensors:
+            return tensors[name]
+    return None
+
+
+def _needs(name: str, *roles: str) -> CheckResult:
+    want = " and ".join("/".join(ALIASES[r][:3]) + "=" for r in roles)
+    return CheckResult(name=name, passed=None, finding=f"not run: pass {want}")
+
+
+def _run_class_targets(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    target, logits = _pick(t, "target"), _pick(t, "logits")
+    n = t.get("num_classes") or facts.get("num_classes")
+    if target is None or (logits is None and n is None):
+        return _needs("class_targets", "target", "logits")
+    return check_class_targets(target, n, logits=logits, ignore_index=t.get("ignore_index", -100))
+
+
+def _run_index(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    index = _pick(t, "index")
+    size = t.get("size") or facts.get("size") or facts.get("num_embeddings")
+    src = t.get("src") or t.get("source")
+    if index is None or (size is None and src is None):
+        return (
+            _needs("index_bounds", "index")
+            if index is None
+            else CheckResult(name="index_bounds", passed=None, finding="not run: pass size= or src= (and dim=)")
+        )
+    return check_index(
+        index, size, src=src, dim=t.get("dim", facts.get("dim", 0)) or 0, allow_negative=bool(t.get("allow_negative", False))
+    )
+
+
+def _run_embedding(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    ids, emb = _pick(t, "ids"), _pick(t, "module")
+    n = t.get("num_embeddings") or t.get("vocab_size") or t.get("max_position_embeddings")
+    if ids is None or (emb is None and n is None):
+        return _needs("embedding_ids", "ids", "module")
+    return check_embedding_ids(ids, emb if hasattr(emb, "weight") else None, num_embeddings=n)
+
+
+def _run_segmentation(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    label, pred = _pick(t, "target"), _pick(t, "logits")
+    if label is None or pred is None:
+        return _needs("segmentation_layout", "target", "logits")
+    keys = ("num_classes", "to_onehot", "to_onehot_y", "softmax", "sigmoid", "include_background", "ignore_index")
+    return check_segmentation(label, pred, **{k: t[k] for k in keys if k in t})
+
+
+def _run_probabilities(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    p = _pick(t, "probs")
+    if p is None:
+        return _needs("probabilities", "probs")
+    if facts.get("message_template") == "bce_range" or facts.get("kernel_file", "").startswith("Loss"):
+        return check_bce_inputs(p, _pick(t, "target"))
+    return check_probabilities(p, kind=t.get("kind", "multinomial"))
+
+
+def _run_devices(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    module = next((t[n] for n in ("model", "module", "net") if n in t), None)
+    if module is None:
+        return _needs("devices", "module")
+    rest = {k: v for k, v in t.items() if v is not module and hasattr(v, "device")}
+    return check_devices(module, **rest)
+
+
+def _run_finite(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    import torch
+
+    named = {k: v for k, v in t.items() if isinstance(v, torch.Tensor)}
+    return check_finite(**named) if named else CheckResult(name="finite", passed=None, finding="not run: pass tensors")
+
+
+def _run_shapes(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    import torch
+
+    named = {k: v for k, v in t.items() if isinstance(v, torch.Tensor)}
+    if not named:
+        return CheckResult(name="shapes", passed=None, finding="not run: pass the tensors of the failing call")
+    return check_shapes(error_shapes=facts.get("shapes"), **named)
+
+
+def _run_target_dtype(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    target = _pick(t, "target")
+    if target is None:
+        return _needs("target_dtype", "target")
+    return check_target_dtype(target, loss=t.get("loss", "cross_entropy"), input=_pick(t, "logits"))
+
+
+RUNNERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], CheckResult]] = {
+    "class_targets": _run_class_targets,
+    "index_bounds": _run_index,
+    "embedding_ids": _run_embedding,
+    "segmentation_layout": _run_segmentation,
+    "probabilities": _run_probabilities,
+    "devices": _run_devices,
+    "finite": _run_finite,
+    "shapes": _run_shapes,
+    "target_dtype": _run_target_dtype,
+    "build": lambda facts, t: check_build(),
+    "oom_context": lambda facts, t: check_oom_context(),
+}
+
+
+def run_checks(names: list[str], facts: dict[str, Any], tensors: dict[str, Any]) -> list[CheckResult]:
+    """Run the named checks with the user's values; a check that lacks its tensors says so."""
+    out = []
+    for name in names:
+        runner = RUNNERS.get(name)
+        if runner is None:
+            out.append(CheckResult(name=name, passed=None, finding="unknown check"))
+            continue
+        try:
+            out.append(runner(facts, tensors))
+        except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+            out.append(CheckResult(name=name, passed=None, finding=f"could not run: {type(exc).__name__}: {exc}"))
+    return out
+
+
+__all__ = [
+    "Audit",
+    "CheckResult",
+    "RUNNERS",
+    "audit",
+    "check_bce_inputs",
+    "check_build",
+    "check_class_targets",
+    "check_devices",
+    "check_embedding_ids",
+    "check_finite",
+    "check_index",
+    "check_oom_context",
+    "check_probabilities",
+    "check_segmentation",
+    "check_shapes",
+    "check_target_dtype",
+    "describe",
+    "guard",
+    "print_describe",
+    "largest_tensors",
+    "run_checks",
+    "stats",
+]
