@@ -21,6 +21,7 @@ from kbdebug.parse import parse_regions
 from kbdebug.render.evidence import keep_context
 from kbdebug.scan import Region, Scanner, iter_lines, scan_path, scan_text
 from kbdebug.signature import sign
+from kbdebug.values import dtype_name, plain_number
 
 
 def diagnose_regions(
@@ -187,10 +188,10 @@ def _frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str
     for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
         val = frame.f_locals.get(name)
         if isinstance(val, torch.Tensor):
-            info: dict[str, Any] = {"shape": list(val.shape), "dtype": str(val.dtype).replace("torch.", ""), "device": str(val.device)}
+            info: dict[str, Any] = {"shape": list(val.shape), "dtype": dtype_name(val.dtype), "device": str(val.device)}
             if values and val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
                 try:
-                    info["min"], info["max"] = _num(val.min().item()), _num(val.max().item())
+                    info["min"], info["max"] = plain_number(val.min().item()), plain_number(val.max().item())
                 except (RuntimeError, TypeError):
                     pass
             out[name] = info
@@ -216,10 +217,6 @@ def _frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
     for key, val in call_settings(code).items():
         out.setdefault(key, val)
     return out
-
-
-def _num(x: float | int | bool) -> float | int:
-    return int(x) if isinstance(x, (bool, int)) or float(x).is_integer() and abs(x) < 2**53 else round(float(x), 6)
 
 
 __all__ = ["Diagnosis", "Scanner", "diagnose", "diagnose_regions", "diagnose_text", "explain", "user_frame"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from kbdebug.values import dtype_name
 from kbdebug.verify.labels import check_class_targets, check_segmentation
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.stages import walk_tensors
@@ -43,7 +44,7 @@ def check_index(
         "size": size,
         "valid_range": [lo, size - 1],
         "shape": list(index.shape),
-        "dtype": str(index.dtype).replace("torch.", ""),
+        "dtype": dtype_name(index.dtype),
     }
     if index.is_floating_point() or index.dtype == torch.bool:
         return CheckResult(
@@ -263,7 +264,7 @@ _FLOAT_LOSSES = ("bce", "binary_cross_entropy", "bce_with_logits", "mse", "l1", 
 def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", input: torch.Tensor | None = None) -> CheckResult:
     """cross_entropy/nll want int64 class indices (or float probabilities of the input's shape);
     BCE/MSE/Dice want a floating target of the input's dtype."""
-    dt = str(target.dtype).replace("torch.", "")
+    dt = dtype_name(target.dtype)
     values: dict[str, Any] = {"dtype": dt, "loss": loss}
     if loss in _INDEX_LOSSES:
         if target.dtype == torch.long:
@@ -281,7 +282,7 @@ def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", inp
         want = input.dtype if input is not None else None
         if target.is_floating_point() and (want is None or target.dtype == want):
             return CheckResult(name="target_dtype", passed=True, values=values, finding=f"floating target ({dt})")
-        wname = str(want).replace("torch.", "") if want is not None else "a floating dtype"
+        wname = dtype_name(want) if want is not None else "a floating dtype"
         return CheckResult(
             name="target_dtype",
             passed=False,
@@ -422,7 +423,7 @@ def largest_tensors(top: int = 10, device: str = "cuda") -> list[dict[str, Any]]
                 if key not in seen or seen[key]["bytes"] < size:
                     seen[key] = {
                         "shape": list(obj.shape),
-                        "dtype": str(obj.dtype).replace("torch.", ""),
+                        "dtype": dtype_name(obj.dtype),
                         "device": str(obj.device),
                         "bytes": size,
                         "requires_grad": obj.requires_grad,

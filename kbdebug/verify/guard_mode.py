@@ -20,6 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kbdebug.errors import KbdebugError
+from kbdebug.values import plain_number
 
 aten = torch.ops.aten
 Check = Callable[[Any, tuple[Any, ...], dict[str, Any]], None]
@@ -77,10 +78,7 @@ def rule_for_op(op: str) -> str:
     return next((r.id for r in load_kb().rules if op in r.guard_ops), "")
 
 
-def _round(v: Any) -> Any:
-    if isinstance(v, float):
-        return int(v) if v.is_integer() else float(f"{v:.6g}")
-    return v
+_round = plain_number  # one way to write a value everywhere (kbdebug.values)
 
 
 def _range(op: str, arg: str, t: torch.Tensor, lo: int, hi: int, ignore: int | None = None, **facts: Any) -> None:

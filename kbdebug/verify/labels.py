@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from kbdebug.values import dtype_name
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.summaries import MAX_POSITIONS, histogram, num, offending, positions
 
@@ -78,7 +79,7 @@ def check_class_targets(
         "num_classes": num_classes,
         "ignore_index": ignore_index,
         "shape": list(target.shape),
-        "dtype": str(target.dtype).replace("torch.", ""),
+        "dtype": dtype_name(target.dtype),
     }
     if target.is_floating_point():
         if logits is not None and target.shape == logits.shape:
@@ -184,7 +185,7 @@ def check_segmentation(
         "label_shape": list(label.shape),
         "pred_shape": list(pred.shape),
         "pred_channels": channels,
-        "label_dtype": str(label.dtype).replace("torch.", ""),
+        "label_dtype": dtype_name(label.dtype),
         "label_layout": layout,
     }
     real = channels if layout == "one-hot" else None

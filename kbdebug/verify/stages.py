@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
+from kbdebug.values import dtype_name
+
 
 class TensorStats(BaseModel):
     shape: list[int]
@@ -41,7 +43,7 @@ def _fmt(x: float | None) -> str:
 
 def stats(t: torch.Tensor, values: bool = True) -> TensorStats:
     """Shape/dtype/device always; min/max/mean/nan/inf with one read-back when `values`."""
-    st = TensorStats(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", ""), device=str(t.device))
+    st = TensorStats(shape=list(t.shape), dtype=dtype_name(t.dtype), device=str(t.device))
     if not values or t.numel() == 0 or t.is_complex() or t.is_meta or t.layout != torch.strided:
         return st
     x = t.detach()

@@ -7,16 +7,13 @@ from typing import Any
 
 import torch
 
+from kbdebug.values import plain_number
+
 MAX_POSITIONS = 10
 HISTOGRAM = 20
 
 
-def num(x: Any) -> Any:
-    if isinstance(x, torch.Tensor):
-        x = x.item()
-    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
-        return int(x)
-    return round(x, 6) if isinstance(x, float) else x
+num = plain_number  # one way to write a value everywhere (kbdebug.values)
 
 
 def positions(mask: torch.Tensor, limit: int) -> list[list[int]]:
