@@ -17,9 +17,10 @@ from kbdebug.diagnosis import Diagnosis
 from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
+from kbdebug.normalise import Region, iter_lines
 from kbdebug.parse import parse_regions
 from kbdebug.render.evidence import keep_context
-from kbdebug.scan import Region, Scanner, iter_lines, scan_path, scan_text
+from kbdebug.scan import Scanner, scan_path, scan_text
 from kbdebug.signature import sign
 from kbdebug.values import dtype_name, plain_number
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from kbdebug.fdtee import write_all
-from kbdebug.scan import Region, Scanner
+from kbdebug.normalise import Region
+from kbdebug.scan import Scanner
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from kbdebug import frames, phrases, scan, shapes
+from kbdebug import frames, normalise, phrases, scan, shapes
 from kbdebug.kb import load_kb
 from kbdebug.kb.patterns import compile_pattern, super_linear_reason
 from kbdebug.parse import asserts, cuda, distributed, messages, sanitizer, tracebacks
@@ -50,7 +50,7 @@ def bundled() -> list[tuple[str, str, object]]:
                 out.append((f"{rule.id}.{field}", pat, compile_pattern(pat)))
         for i, ind in enumerate(rule.indicators):
             out.append((f"{rule.id}.indicators[{i}]", ind.pattern, compile_pattern(ind.pattern)))
-    for name, rx in module_patterns(scan, frames, shapes, phrases, asserts, cuda, distributed, messages, sanitizer, tracebacks):
+    for name, rx in module_patterns(scan, normalise, frames, shapes, phrases, asserts, cuda, distributed, messages, sanitizer, tracebacks):
         out.append((name, rx.pattern, Anchored(rx) if rx.pattern.startswith("^") else rx))
     for grammar in GRAMMARS:
         for term in parser(grammar).terminals:

@@ -4,7 +4,8 @@ import io
 
 import pytest
 
-from kbdebug.scan import NEEDLES, WHOLE, Scanner, iter_lines, scan_bytes, scan_stream, scan_text
+from kbdebug.normalise import iter_lines
+from kbdebug.scan import NEEDLES, WHOLE, Scanner, scan_bytes, scan_stream, scan_text
 
 
 def texts(data: bytes) -> list[str]:

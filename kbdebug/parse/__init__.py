@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kbdebug.normalise import Line, Region
 from kbdebug.parse.assemble import Assembler
 from kbdebug.parse.asserts import group_asserts
 from kbdebug.records import Record
-from kbdebug.scan import Line, Region
 
 __all__ = ["parse_lines", "parse_regions", "parse_text"]
 

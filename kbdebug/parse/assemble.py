@@ -3,6 +3,7 @@ which build records and join multi-line ones (tracebacks, sanitizer reports, C++
 
 from __future__ import annotations
 
+from kbdebug.normalise import Line
 from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
 from kbdebug.parse.cuda import _CUDA_HINT, CudaReader
 from kbdebug.parse.distributed import _DIST_HINT, _TABLE_KEY, DistributedReader
@@ -10,7 +11,6 @@ from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
 from kbdebug.parse.tracebacks import _CARETS, _EXC_START, _IPY_ARROW, _IPY_FRAME, MAX_MESSAGE_LINES, TracebackReader
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
-from kbdebug.scan import Line
 
 FALLBACK_LINES = 3
 WARNING_MESSAGE_LINES = 1  # lines read as a bare message when nothing in a region is recognised

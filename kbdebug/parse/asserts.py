@@ -10,10 +10,10 @@ from collections import Counter
 from lark import Tree
 
 from kbdebug.frames import basename
+from kbdebug.normalise import Line
 from kbdebug.parse.common import State, to_int, triple
 from kbdebug.parse.grammar import first_alt, parse, token, tokens
 from kbdebug.records import KernelAssert, Record
-from kbdebug.scan import Line
 
 MAX_ASSERT_PARSES = 200  # beyond this many assert lines, the rest are counted by regex only
 _ASSERT_HINT = re.compile(r"Assertion|assert", re.I)

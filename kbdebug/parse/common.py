@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from kbdebug.normalise import Line
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
-from kbdebug.scan import Line
 
 
 def to_int(text: str | None) -> int | None:

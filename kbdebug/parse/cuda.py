@@ -8,10 +8,10 @@ from typing import Any
 
 from lark import Tree
 
+from kbdebug.normalise import Line
 from kbdebug.parse.common import State, to_int
 from kbdebug.parse.grammar import first_alt, parse, subtree, token, tokens
 from kbdebug.records import CppException, CudaError, LibraryError, Oom
-from kbdebug.scan import Line
 
 _CUDA_HINT = re.compile(
     r"CUDA error|HIP error|cuda runtime error|THCudaCheck|cuda error \d|Search for `|asynchronously reported"

@@ -8,10 +8,10 @@ from typing import Any
 
 from lark import Tree
 
+from kbdebug.normalise import Line
 from kbdebug.parse.common import State, to_int
 from kbdebug.parse.grammar import first_alt, parse, subtree, token
 from kbdebug.records import ElasticFailure, NcclEvent
-from kbdebug.scan import Line
 
 _TABLE_KEY = re.compile(r"^\s*(?:\[\d+\]|time|host|rank|local_rank|exitcode|error_file|traceback)\s*:")
 _DIST_HINT = re.compile(r"NCCL|Watchdog|watchdog|Root Cause|Other Failures")

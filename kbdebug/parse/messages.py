@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
+from kbdebug.normalise import Line
 from kbdebug.parse.common import State
 from kbdebug.parse.grammar import anchors, first_alt, parse, token, tokens
 from kbdebug.records import ArchWarning, TorchMessage
-from kbdebug.scan import Line
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 

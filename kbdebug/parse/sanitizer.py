@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kbdebug.normalise import Line
 from kbdebug.parse.common import State, to_int, triple
 from kbdebug.parse.grammar import first_alt, parse, token, tokens
 from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
-from kbdebug.scan import Line
 
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
 _SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]{0,400}?--tool[ =](\w+)")

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
+from kbdebug.normalise import Line
 from kbdebug.parse.common import State, to_int
 from kbdebug.parse.grammar import first_alt, parse, token
 from kbdebug.records import Frame, PyException
-from kbdebug.scan import Line
 
 MAX_MESSAGE_LINES = 30
 _EXC_START = re.compile(
