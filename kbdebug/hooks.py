@@ -27,7 +27,9 @@ def report(exc: BaseException, stream: TextIO | None = None, compact: bool | Non
         from kbdebug.api import diagnose
 
         diag = diagnose(exc)
-        if not diag.incidents or diag.incidents[0].rule == "other":
+        from kbdebug.kb import load_kb
+
+        if not diag.incidents or load_kb().tagged(diag.incidents[0].rule, "fallback"):
             return False
         if compact:
             from kbdebug.render.compact import compact as compact_text

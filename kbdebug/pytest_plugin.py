@@ -46,7 +46,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     except Exception as err:
         report.sections.append(("kbdebug", f"could not diagnose: {type(err).__name__}: {err}"))
         return
-    if diag.incidents and diag.incidents[0].rule != "other":
+    from kbdebug.kb import load_kb
+
+    if diag.incidents and not load_kb().tagged(diag.incidents[0].rule, "fallback"):
         # A test run shows many failures: two lines each unless the full guide is asked for.
         if item.config.getoption("kbdebug_full"):
             text = diag.render("text")

@@ -207,7 +207,9 @@ def needs_rerun(diag: Any, env: dict[str, str] | None = None) -> bool:
     root = diag.root
     if root is None:
         return False
-    if root.rule == "async_error_unlocalized":
+    from kbdebug.kb import load_kb
+
+    if load_kb().tagged(root.rule, "async"):  # reported at a later call than the one that failed
         return True
     return bool(root.facts.get("async_hint")) and not root.device_evidence
 

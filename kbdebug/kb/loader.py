@@ -36,6 +36,11 @@ class KnowledgeBase:
                 return rule
         return None
 
+    def tagged(self, rule_id: str, tag: str) -> bool:
+        """Whether the rule says it is of a kind (`fallback`, `async`, `collective`): code asks, never names ids."""
+        rule = self.get(rule_id)
+        return rule is not None and tag in rule.tags
+
 
 def load_rule(path: Path, data: bytes | None = None) -> Rule:
     """The validated rule in `path`, or a RuleFileError naming its first problem (lint lists them all)."""
