@@ -98,8 +98,24 @@ def eight_ranks(causal: int = 3) -> str:
     return "\n".join(lines[:2] + mine + lines[2:]) + "\n"
 
 
+ELASTIC = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2025-03-01_10:00:00
+  host      : node1
+  rank      : 3 (local_rank: 3)
+  exitcode  : -6 (pid: 1234)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 1234
+============================================================
+"""
+
+
 def test_eight_ranks_fold_under_the_causal_rank() -> None:
-    diag = diagnose_text(eight_ranks(causal=3))
+    diag = diagnose_text(eight_ranks(causal=3) + ELASTIC)  # torchrun's ChildFailedError table folds in too
     assert [i.rule for i in diag.incidents] == ["scatter_gather_index_oob"]
     root = diag.root
     assert root is not None and root.facts["rank"] == 3
