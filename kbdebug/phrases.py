@@ -3,8 +3,6 @@ are found by. A leaf module: the grammars (kbdebug.parse) and the rules (kbdebug
 
 from __future__ import annotations
 
-_META = set("\\.^$*+?{}[]()|")
-
 
 def split_alternatives(regex: str) -> list[str]:
     """The top-level alternatives of a regex (`a(?:b|c)|d` -> `a(?:b|c)`, `d`)."""
@@ -23,41 +21,6 @@ def split_alternatives(regex: str) -> list[str]:
             cur += ch
         i += 1
     return [*alts, cur]
-
-
-def literal_prefixes(regex: str) -> list[str]:
-    """The fixed text each top-level alternative of a regex starts with (`a (?:b|c)|d` -> `a `, `d`)."""
-    alts, depth, cur = [], 0, ""
-    i = 0
-    while i < len(regex):
-        ch = regex[i]
-        if ch == "\\" and i + 1 < len(regex):
-            cur += regex[i : i + 2]
-            i += 2
-            continue
-        depth += ch in "([" and 1 or (ch in ")]" and -1 or 0)
-        if ch == "|" and depth == 0:
-            alts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-        i += 1
-    alts.append(cur)
-    out = []
-    for alt in alts:
-        lit, j = "", 0
-        while j < len(alt):
-            ch = alt[j]
-            if ch == "\\" and j + 1 < len(alt) and not alt[j + 1].isalnum():
-                lit += alt[j + 1]
-                j += 2
-            elif ch in _META:
-                break
-            else:
-                lit += ch
-                j += 1
-        out.append(lit)
-    return out
 
 
 def canonical_text(regex: str) -> str:
