@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -43,21 +43,14 @@ def _diagnose_file(args: tuple[str, list[Path] | None]) -> Diagnosis:
     return explain(path, kb_dirs=kb_dirs)
 
 
-def diagnose_files(
-    paths: list[str], kb_dirs: list[Path] | None = None, jobs: int | None = None, progress: Callable[[int], None] | None = None
-) -> Iterator[Diagnosis]:
-    """Each file's diagnosis, in the order given, as soon as it and those before it are done."""
+def diagnose_files(paths: list[str], kb_dirs: list[Path] | None = None, jobs: int | None = None) -> Iterator[Diagnosis]:
+    """Each file's diagnosis, in the order given, as soon as it and those before it are done (the caller counts
+    them for its progress bar)."""
     workers = min(jobs or os.cpu_count() or 1, MAX_WORKERS)
     work = [(p, kb_dirs) for p in paths]
     if len(paths) >= PARALLEL_MIN and workers > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for i, diag in enumerate(pool.map(_diagnose_file, work, chunksize=8), 1):
-                if progress:
-                    progress(i)
-                yield diag
+            yield from pool.map(_diagnose_file, work, chunksize=8)
         return
-    for i, item in enumerate(work, 1):
-        diag = _diagnose_file(item)
-        if progress:
-            progress(i)
-        yield diag
+    for item in work:
+        yield _diagnose_file(item)

@@ -7,14 +7,18 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from kbdebug._version import __version__
 from kbdebug.term import output_width, use_color
+
+if TYPE_CHECKING:  # the CLI imports the pipeline only inside commands: `--version` and `-h` stay fast
+    from kbdebug.diagnosis import Diagnosis
 
 
 class Format(StrEnum):
@@ -142,9 +146,9 @@ def explain(
 
 def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None) -> NoReturn:
     """Many logs: each diagnosis as it is ready (JSON: one object per line), then the crashes grouped by signature."""
-    from kbdebug.batch import diagnose_files, expand
+    from kbdebug.batch import expand
     from kbdebug.kb import RuleFileError
-    from kbdebug.render import JSON_SCHEMA_VERSION, render
+    from kbdebug.render import json_line, render
     from kbdebug.render.summary import render_summary
 
     _settle()
@@ -158,14 +162,10 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
     diags = []
     with _progress(len(paths)) as tick:
         try:
-            for diag in _each(paths, quiet, kb, diagnose_files):
+            for diag in _each(paths, quiet, kb):
                 diags.append(diag)
                 tick(len(diags))
-                sys.stdout.write(
-                    json.dumps({"schema_version": JSON_SCHEMA_VERSION, **diag.to_json()}, ensure_ascii=False) + "\n"
-                    if fmt == Format.json
-                    else render([diag], fmt.value, color=color, width=width)
-                )
+                sys.stdout.write(json_line(diag) if fmt == Format.json else render([diag], fmt.value, color=color, width=width))
                 sys.stdout.flush()
         except (InputError, RuleFileError, OSError) as exc:
             _fail(str(exc))
@@ -174,8 +174,9 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
 
 
-def _each(paths: list[str], quiet: bool, kb: list[Path] | None, diagnose_files: Any) -> Any:
+def _each(paths: list[str], quiet: bool, kb: list[Path] | None) -> Iterator[Diagnosis]:
     from kbdebug.api import diagnose_regions
+    from kbdebug.batch import diagnose_files
 
     if "-" in paths:  # standard input is read here, in order, with the files around it
         for path in paths:

@@ -58,7 +58,10 @@ class Scanner:
             return
         self.total_bytes += len(data)
         if self._whole is not None:
-            self._whole.append(data) if self.total_bytes <= WHOLE else setattr(self, "_whole", None)
+            if self.total_bytes <= WHOLE:
+                self._whole.append(data)
+            else:
+                self._whole = None
         buf = self._buf + data if self._buf else data
         base = self._base
         # only complete lines are searched, so a needle split over two reads is still found

@@ -63,11 +63,6 @@ def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     return (best[2], best[3]) if best else None
 
 
-def _tags(kb: KnowledgeBase, rule_id: str) -> list[str]:
-    rule = kb.get(rule_id)
-    return rule.tags if rule is not None else []
-
-
 def _priority(rule: Rule, m: Match) -> int:
     return rule.priority if m.priority is None else m.priority
 
@@ -92,14 +87,14 @@ def _phrase(pattern: str) -> str:
     return canonical_text(pattern.removeprefix("(?i)"))
 
 
-def _cut_phrase(pattern: str, text: str) -> float:
-    """How much of the phrase the text ends with (a message cut mid-phrase), as a fraction; 0 if too little."""
+def _cut_phrase(pattern: str, text: str) -> str:
+    """The start of the phrase the text ends with (a message cut mid-phrase), or "" when too little is there."""
     lit = _phrase(pattern)
     tail = text.rstrip()
     for k in range(len(lit) - 1, max(MIN_CUT_PHRASE, len(lit) // 3) - 1, -1):
         if tail.endswith(lit[:k]):
-            return k / len(lit)
-    return 0.0
+            return lit[:k]
+    return ""
 
 
 def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
@@ -111,9 +106,9 @@ def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
-        elif (part := _cut_phrase(ind.pattern, text)) > 0:
-            miss *= 1.0 - ind.weight * part
-            found.append(_phrase(ind.pattern)[: round(part * len(_phrase(ind.pattern)))] + "…")
+        elif cut := _cut_phrase(ind.pattern, text):
+            miss *= 1.0 - ind.weight * len(cut) / len(_phrase(ind.pattern))
+            found.append(cut + "…")
     return 1.0 - miss, found
 
 
@@ -163,7 +158,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
                 inc.facts.setdefault(key, val)
     roots = _fold_consequences(list(incidents.values()), kb)
     # device evidence first (it is the cause of what follows); the catch-all only after every named cause
-    roots.sort(key=lambda i: (0 if i.device_evidence else 1, "fallback" in _tags(kb, i.rule), i.first_line))
+    roots.sort(key=lambda i: (0 if i.device_evidence else 1, kb.tagged(i.rule, "fallback"), i.first_line))
     for inc in roots:
         root_rule = kb.get(inc.rule)
         assert root_rule is not None
@@ -246,7 +241,7 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Inc
                 if i.rule != inc.rule
                 and i.rule not in folded
                 and "*" not in getattr(kb.get(i.rule), "consequence_of", [])
-                and "fallback" not in _tags(kb, i.rule)
+                and not kb.tagged(i.rule, "fallback")
             ]
         if not causes:
             continue

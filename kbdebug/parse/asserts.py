@@ -11,7 +11,7 @@ from lark import Tree
 
 from kbdebug.frames import basename
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, to_int, triple
+from kbdebug.parse.common import State, read_at, to_int, triple
 from kbdebug.parse.grammar import first_alt, parse, token, tokens
 from kbdebug.records import KernelAssert, Record
 
@@ -36,10 +36,7 @@ def kernel_assert(tree: Tree, line: Line) -> KernelAssert:
     cond = (token(alt, "QUOTED_COND") or "").strip()
     cond = cond[1:-1] if len(cond) >= 2 and cond[-1] in "`'\"’”" else cond[1:]
     return KernelAssert(
-        first_line=line.no,
-        last_line=line.no,
-        raw=line.text,
-        rank=line.rank,
+        **read_at(line),
         path=path,
         kernel_file=basename(path),
         kernel_line=lineno,
@@ -76,10 +73,7 @@ def fuzzy_assert(line: Line) -> KernelAssert | None:
             kernel_file, lineno = name, int(num)
             break
     return KernelAssert(
-        first_line=line.no,
-        last_line=line.no,
-        raw=line.text,
-        rank=line.rank,
+        **read_at(line),
         path=kernel_file,
         kernel_file=kernel_file,
         kernel_line=lineno,

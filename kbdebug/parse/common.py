@@ -9,7 +9,7 @@ a CUDA error, a C++ block after a Python exception).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kbdebug.normalise import Line
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
@@ -27,6 +27,11 @@ def to_int(text: str | None) -> int | None:
 def triple(text: str) -> tuple[int, int, int]:
     a, b, c = (int(x) for x in re.findall(r"\d+", text)[:3])
     return (a, b, c)
+
+
+def read_at(line: Line) -> dict[str, Any]:
+    """Where a record read off one line comes from: its line number (first and last), text and rank."""
+    return {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
 
 
 class State:

@@ -4,12 +4,11 @@ C++ `terminate called` / `what():` / `Exception raised from` block), and CUDA ou
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from lark import Tree
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, to_int
+from kbdebug.parse.common import State, read_at, to_int
 from kbdebug.parse.grammar import first_alt, parse, subtree, token, tokens
 from kbdebug.records import CppException, CudaError, LibraryError, Oom
 
@@ -32,7 +31,7 @@ class CudaReader(State):
 
     def _cuda_tree(self, alt: Tree, line: Line) -> None:
         kind = alt.data
-        base: dict[str, Any] = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
+        base = read_at(line)
         text = (token(alt, "TEXT") or "").strip()
         if kind == "cuda_error":
             self.cuda = CudaError(**base, error=text)
@@ -117,10 +116,7 @@ class CudaReader(State):
     def _library(self, lib: str, status: str, call: str | None, line: Line, message: str) -> None:
         self.out.append(
             LibraryError(
-                first_line=line.no,
-                last_line=line.no,
-                raw=line.text,
-                rank=line.rank,
+                **read_at(line),
                 library=lib,  # type: ignore[arg-type]
                 status=status,
                 call=call.strip("`") if call else None,
@@ -137,7 +133,7 @@ class CudaReader(State):
         tree = parse("oom", text[m.start() :])
         if tree is None:
             return
-        rec = Oom(first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank)
+        rec = Oom(**read_at(line))
         prefix = token(tree, "PREFIX")
         if prefix and not prefix.startswith("CUDA error"):
             rec.exc_type = prefix.split(":")[0].strip()

@@ -4,12 +4,11 @@ torch.distributed.elastic's failure table."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from lark import Tree
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, to_int
+from kbdebug.parse.common import State, read_at, to_int
 from kbdebug.parse.grammar import first_alt, parse, subtree, token
 from kbdebug.records import ElasticFailure, NcclEvent
 
@@ -34,7 +33,7 @@ class DistributedReader(State):
         if tree is None:
             return
         alt = first_alt(tree)
-        base: dict[str, Any] = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
+        base = read_at(line)
         if alt.data == "watchdog":
             rank_tag = token(alt, "RANK_TAG")
             rank = int(re.findall(r"\d+", rank_tag)[-1]) if rank_tag else line.rank

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State
+from kbdebug.parse.common import State, read_at
 from kbdebug.parse.grammar import anchors, first_alt, parse, token, tokens
 from kbdebug.records import ArchWarning, TorchMessage
 
@@ -103,9 +103,7 @@ class MessageReader(State):
         elif template == "target_dtype":
             values = {"expected": " or ".join(words[:-1]), "found": words[-1]}
         elif template == "arch_incompatible":
-            self.arch = ArchWarning(
-                first_line=line.no, last_line=line.no, raw=line.text, rank=line.rank, gpu_name=words[0].strip(), device_capability=words[1]
-            )
+            self.arch = ArchWarning(**read_at(line), gpu_name=words[0].strip(), device_capability=words[1])
             self.out.append(self.arch)
             return True
         elif template == "arch_supported":
@@ -118,10 +116,7 @@ class MessageReader(State):
         roles = {name: [int(x) for x in tokens(sub, "INT")] for name in ("input_shape", "target_shape") for sub in alt.find_data(name)}
         self.out.append(
             TorchMessage(
-                first_line=line.no,
-                last_line=line.no,
-                raw=line.text,
-                rank=line.rank,
+                **read_at(line),
                 template=template,
                 text=body.strip(),
                 values=values,

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, to_int, triple
+from kbdebug.parse.common import State, read_at, to_int, triple
 from kbdebug.parse.grammar import first_alt, parse, token, tokens
 from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
 
@@ -58,7 +57,7 @@ class SanitizerReader(State):
             return
         alt = first_alt(tree)
         kind = alt.data
-        base: dict[str, Any] = {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
+        base = read_at(line)
         tool = self.san_tool
         if kind == "banner":
             self.san_tool = "cuda-memcheck" if "MEMCHECK" in body else "compute-sanitizer"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, to_int
+from kbdebug.parse.common import State, read_at, to_int
 from kbdebug.parse.grammar import first_alt, parse, token
 from kbdebug.records import Frame, PyException
 
@@ -86,10 +86,7 @@ class TracebackReader(State):
         if not self.frames and self.free_code:  # only the failing source line was pasted above the error
             self.frames = [Frame(file="<unknown>", code=self.free_code)]
         self.exc = PyException(
-            first_line=line.no,
-            last_line=line.no,
-            raw=line.text,
-            rank=line.rank,
+            **read_at(line),
             exc_type=exc_type,
             message=msg,
             frames=self.frames,

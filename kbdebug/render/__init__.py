@@ -142,13 +142,21 @@ def fill_incident(inc: Incident, rule: Rule) -> None:
 JSON_SCHEMA_VERSION = 1
 
 
+def _json_object(diag: Diagnosis) -> dict[str, Any]:
+    return {"schema_version": JSON_SCHEMA_VERSION, **diag.to_json()}
+
+
+def json_line(diag: Diagnosis) -> str:
+    """One diagnosis as one line of JSON: the form of several inputs, one object per line."""
+    return json.dumps(_json_object(diag), ensure_ascii=False) + "\n"
+
+
 def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100) -> str:
     """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY)."""
     if fmt == "json":
-        objs = [{"schema_version": JSON_SCHEMA_VERSION, **d.to_json()} for d in diags]
-        if len(objs) == 1:
-            return json.dumps(objs[0], indent=2, ensure_ascii=False) + "\n"
-        return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs)
+        if len(diags) == 1:
+            return json.dumps(_json_object(diags[0]), indent=2, ensure_ascii=False) + "\n"
+        return "".join(json_line(d) for d in diags)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     template = _env().get_template(f"{fmt}.j2")
