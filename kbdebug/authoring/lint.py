@@ -45,7 +45,7 @@ def fact_vocabulary() -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
 
     Harvested rather than listed so that it has one home (the code that sets the facts): the string
     constants of those modules, each record model's fields, and f-strings such as `f"{lib}_status"`
-    read as the pattern `\\w+_status`.
+    read as the pattern `\\w+_status`, and the grammars' rule names (a value rule is named after its fact).
     """
     names: set[str] = set(_ALWAYS)
     patterns: list[re.Pattern[str]] = []
@@ -65,9 +65,12 @@ def fact_vocabulary() -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
                     if pattern is not None:
                         patterns.append(pattern)
     from kbdebug import records
+    from kbdebug.parse.grammar import GRAMMARS, parser
 
     for model in _subclasses(records.Record):
         names.update(model.model_fields)
+    for grammar in GRAMMARS:  # a grammar names the values it reads: `size_a: INT` is the fact `size_a`
+        names.update(str(rule.origin.name) for rule in parser(grammar).rules)
     return frozenset(names), tuple(patterns)
 
 

@@ -193,5 +193,12 @@ _LAST_TOKEN = re.compile(r"\S+\s*$")
 
 
 @cache
+def templates(name: str) -> frozenset[str]:
+    """The rules that are alternatives of `start`: the templates (or line kinds) of a grammar."""
+    grammar = parser(name)
+    return frozenset(s.name for r in grammar.rules if r.origin.name == "start" for s in r.expansion if not s.is_term)
+
+
+@cache
 def anchors(name: str) -> Anchors:
     return Anchors(parser(name))

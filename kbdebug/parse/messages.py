@@ -4,15 +4,93 @@ roles of the shapes it names, and the op on the source line that raised it."""
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
-from kbdebug.parse.grammar import anchors, first_alt, parse, token, tokens
+from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
+from kbdebug.parse.grammar import anchors, parse, templates
 from kbdebug.records import ArchWarning, TorchMessage
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
+_ROLES = ("input_shape", "target_shape")
 
 
+class Shape(list[int]):
+    """A shape a message names, in the order it names them."""
+
+
+class MessageTree(FieldTransformer):
+    """messages.lark's tree to a TorchMessage's fields: the named values go to `values`, every shape
+    to `shapes` (in the message's order) and the shapes with a role to `input_shape`/`target_shape`."""
+
+    def dims(self, children: list[Token]) -> list[int]:
+        return [int(t) for t in children]
+
+    def shape(self, children: list[Any]) -> Shape:
+        return Shape(children[0] if children else [])
+
+    def input_shape(self, children: list[Shape]) -> Fields:
+        return {"input_shape": children[0]}
+
+    def target_shape(self, children: list[Shape]) -> Fields:
+        return {"target_shape": children[0]}
+
+    def expected(self, children: list[Token]) -> Fields:  # `to be Long or Int`: the alternatives, as written
+        return {"expected": " or ".join(unquote(str(value(t))) for t in children)}
+
+    def found(self, children: list[Token]) -> Fields:
+        return {"found": unquote(str(value(children[0])))}
+
+    def supported_archs(self, children: list[Token]) -> Fields:
+        return {"supported_archs": [str(t) for t in children]}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.templates = templates("messages") | {"start"}
+
+    def __default__(self, data: str, children: list[Any], meta: Any) -> Any:
+        if data in self.templates:
+            return self._template(str(data), children)
+        return super().__default__(data, children, meta)
+
+    def _template(self, name: str, children: list[Any]) -> Fields:
+        if name == "start":  # the template's fields, and where the template's text ends
+            fields = next((c for c in children if isinstance(c, dict)), {})
+            rest = next((str(c) for c in children if isinstance(c, Token) and c.type == "REST"), "")
+            return {**fields, "rest": rest}
+        values: Fields = {}
+        out: Fields = {"template": name, "values": values, "shapes": []}
+        for child in children:
+            if isinstance(child, Shape):
+                out["shapes"].append(list(child))
+            elif isinstance(child, dict):
+                for key, val in child.items():
+                    if key in _ROLES:
+                        out[key] = list(val)
+                        out["shapes"].append(list(val))
+                    else:
+                        values[key] = val
+        derive = _DERIVED.get(name)
+        if derive is not None:
+            values.update(derive(out))
+        return out
+
+
+def _extra_singleton(out: Fields) -> Fields:
+    """`Expected target size [B, D], got [B, 1, D]`: the label carries an extra dim of size 1."""
+    a, b = (out["shapes"] + [[], []])[:2]
+    return {"extra_singleton_dim": 1} if len(b) == len(a) + 1 and len(b) > 1 and b[1] == 1 else {}
+
+
+# Values a template implies rather than names: anomaly mode names the backward function, which is the op.
+_DERIVED = {
+    "target_size_nd": _extra_singleton,
+    "anomaly_nan": lambda out: {"op": out["values"].get("backward_function")},
+    "anomaly_detected": lambda out: {"op": out["values"].get("backward_function")},
+}
 class MessageReader(State):
     def messages(self, line: Line, text: str) -> None:
         """Read the first message template in the line; where one may start is derived from messages.lark."""
@@ -24,107 +102,21 @@ class MessageReader(State):
         tree = parse("messages", text)
         if tree is None:
             return False
-        alt = first_alt(tree)
-        template = alt.data
-        shapes = [[int(x) for x in tokens(s, "INT")] for s in alt.find_data("shape")]
-        ints = [int(str(c)) for c in alt.children if getattr(c, "type", None) in ("INT", "SIGNED")]
-        words = [
-            str(c).strip("\"'")
-            for c in alt.children
-            if getattr(c, "type", None)
-            in (
-                "WORD",
-                "DEVICE",
-                "TENSOR_TYPE",
-                "OP_NAME",
-                "ATEN_OP",
-                "FN_NAME",
-                "BACKWARD_NAME",
-                "QUOTED_NAME",
-                "CONV_KIND",
-                "ARCH",
-                "GPU_NAME",
-            )
-        ]
-        values: dict = {}
-        if template in ("broadcast", "expand"):
-            values = {"size_a": ints[0], "size_b": ints[1], "dim": ints[2]}
-        elif template == "broadcast_fake" and len(shapes) == 2:
-            values = {"size_a": ints[0], "dim": ints[1], "argument_index": ints[2]}
-        elif template == "cat_sizes":
-            values = {"dim": ints[0], "size_a": ints[1], "size_b": ints[2], "tensor_number": ints[3]}
-        elif template == "matmul_dim":
-            values = {"mat1_dim": ints[0], "mat2_dim": ints[1]}
-        elif template == "conv_dims":
-            values = {"expected_dims": ints[0], "weight_dims": ints[1], "got_dims": ints[2]}
-        elif template == "conv_input":
-            values = {"op": words[0]}
-        elif template in ("device_fake", "device_type_old"):
-            devs = words[1:] if template == "device_fake" else words  # device_fake names the op first
-            values = {"device_a": devs[-2], "device_b": devs[-1]} if len(devs) >= 2 else {}
-            if template == "device_fake":
-                values["op"] = words[0]
-        elif template == "matmul":
-            shapes = [[ints[0], ints[1]], [ints[2], ints[3]]]
-        elif template == "conv":
-            values = {"groups": ints[0], "expected_channels": ints[1], "got_channels": ints[2], "kind": words[0]}
-        elif template == "batch_size":
-            values = {"input_batch": ints[0], "target_batch": ints[1]}
-        elif template in ("spatial_target", "spatial_input"):
-            values = {"expected_dims": ints[0]}
-            if len(ints) > 1:
-                values["got_dims"] = ints[1]
-        elif template in ("scalar_type", "scalar_type_old", "not_implemented"):
-            values = {"expected": words[0], "found": words[1]} if len(words) > 1 else {}
-        elif template == "target_oob":
-            values = {"target": ints[0]}
-        elif template == "bce_range":
-            values = {"which": words[0]}
-        elif template == "index_oob":
-            values = {"index": ints[0], "dim": ints[1], "size": ints[2]}
-            op = self._calling_op(_INDEX_OPS)
-            if op:
-                values["op"] = op
-        elif template == "target_size_nd":
-            if len(shapes) == 2 and len(shapes[1]) == len(shapes[0]) + 1 and shapes[1][1] == 1:
-                values["extra_singleton_dim"] = 1
-        elif template == "device_expected":
-            values = {"device_a": words[0], "device_b": words[1]}
-        elif template in ("device_mismatch",):
-            values = {"device_a": words[0], "device_b": words[1]}
-        elif template == "device_mismatch_new":
-            values = {"argument": words[0], "device_a": words[1], "device_b": words[2]}
-        elif template == "input_weight_type":
-            values = {"input_type": words[0], "weight_type": words[1]}
-        elif template in ("deterministic", "anomaly_nan", "anomaly_detected"):
-            values = {"op": words[0]}
-            if template != "deterministic":
-                values["backward_function"] = words[0]
-        elif template == "target_dtype":
-            values = {"expected": " or ".join(words[:-1]), "found": words[-1]}
-        elif template == "arch_incompatible":
-            self.arch = ArchWarning(**read_at(line), gpu_name=words[0].strip(), device_capability=words[1])
+        fields = MessageTree().transform(tree)
+        name, values, rest = fields["template"], fields["values"], fields.pop("rest")
+        if name == "arch_incompatible":
+            self.arch = ArchWarning(**read_at(line), gpu_name=values["gpu_name"], device_capability=values["device_capability"])
             self.out.append(self.arch)
             return True
-        elif template == "arch_supported":
+        if name == "arch_supported":
             if self.arch is not None:
-                self.arch.supported_archs = [w for w in words if w.startswith("sm_")]
+                self.arch.supported_archs = values["supported_archs"]
                 self.arch.last_line = line.no
             return True
-        rest = token(tree, "REST")
+        if name == "index_oob" and (op := self._calling_op(_INDEX_OPS)):
+            values["op"] = op
         body = text[: len(text) - len(rest)] if rest else text
-        roles = {name: [int(x) for x in tokens(sub, "INT")] for name in ("input_shape", "target_shape") for sub in alt.find_data(name)}
-        self.out.append(
-            TorchMessage(
-                **read_at(line),
-                template=template,
-                text=body.strip(),
-                values=values,
-                shapes=shapes,
-                input_shape=roles.get("input_shape"),
-                target_shape=roles.get("target_shape"),
-            )
-        )
+        self.out.append(TorchMessage(**read_at(line), text=body.strip(), **fields))
         return True
 
     def _calling_op(self, pattern: re.Pattern[str]) -> str | None:
