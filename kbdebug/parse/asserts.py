@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from lark import Tree
+from lark import Token, Tree
 
 from kbdebug.frames import basename
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at, to_int, triple
-from kbdebug.parse.grammar import first_alt, parse, token, tokens
+from kbdebug.parse.common import State, read_at
+from kbdebug.parse.fields import Fields, FieldTransformer
+from kbdebug.parse.grammar import parse
 from kbdebug.records import KernelAssert, Record
 
 MAX_ASSERT_PARSES = 200  # beyond this many assert lines, the rest are counted by regex only
@@ -27,26 +28,25 @@ _QUOTED_COND = re.compile(r"[`‘“]([^`’”]{3,}?)[`'’”]")  # the condit
 _FUZZY_LINE = re.compile(r":(\d+)(?=[,/\]:]|$)")
 
 
+class AssertTree(FieldTransformer):
+    """kernel_assert.lark's tree to a KernelAssert's fields."""
+
+    def triple(self, children: list[Token]) -> tuple[int, int, int]:
+        a, b, c = (int(t) for t in children)
+        return (a, b, c)
+
+    def path(self, children: list[Token]) -> Fields:
+        return {"path": str(children[0]), "kernel_file": basename(str(children[0]))}
+
+    def condition(self, children: list[Token]) -> Fields:
+        """Its quotes dropped; a condition cut off before its closing quote keeps what is there."""
+        cond = str(children[0]).strip()
+        cond = cond[1:-1] if len(cond) >= 2 and cond[-1] in "`'\"’”" else cond[1:]
+        return {"condition": cond.strip()}
+
+
 def kernel_assert(tree: Tree, line: Line) -> KernelAssert:
-    alt = first_alt(tree)
-    path = token(alt, "PATH") or "unknown"
-    lineno = to_int(token(alt, "LINENO"))
-    func = token(alt, "FUNC")
-    triples = [triple(" ".join(tokens(t))) for t in alt.find_data("triple")]
-    cond = (token(alt, "QUOTED_COND") or "").strip()
-    cond = cond[1:-1] if len(cond) >= 2 and cond[-1] in "`'\"’”" else cond[1:]
-    return KernelAssert(
-        **read_at(line),
-        path=path,
-        kernel_file=basename(path),
-        kernel_line=lineno,
-        function=func.strip() if func else None,
-        block=triples[0] if triples else None,
-        thread=triples[1] if len(triples) > 1 else None,
-        condition=cond.strip(),
-        message=token(alt, "MESSAGE"),
-        source="printf" if alt.data == "assert_line" else "printf",
-    )
+    return KernelAssert(**read_at(line), **AssertTree().transform(tree), source="printf")
 
 
 def clean_condition(cond: str) -> str:
@@ -168,6 +168,14 @@ def _plausible(rec: KernelAssert) -> bool:
     return not (rec.function and re.search(r"[:：]\d+[:：]|block\s*:", rec.function))
 
 
+def _word_starts(text: str, limit: int = 6) -> list[int]:
+    """Where the assert's location may begin: the line's start, or a word after what was glued before it."""
+    return [0, *(m.end() for m in _SPACE_RUN.finditer(text, 1, max(1, text.find("block"))))][:limit]
+
+
+_SPACE_RUN = re.compile(r"\s+")
+
+
 class AssertReader(State):
     def assertion(self, line: Line) -> bool:
         self.asserts += 1
@@ -179,8 +187,7 @@ class AssertReader(State):
                 self.out.append(rec)
                 return True
             return False
-        start = re.search(r"(?:\[CUDA_KERNEL_ASSERT\]\s*)?(?:[A-Za-z]:[\\/])?[^\s:：]*[\w>)\]]\s*[:：]\s*\d+\s*[:：]", text)
-        tree = parse("kernel_assert", text[start.start() :]) if start else None
+        tree = next(filter(None, (parse("kernel_assert", text[k:]) for k in _word_starts(text))), None)
         if tree is not None:
             rec = kernel_assert(tree, line)
             if _plausible(rec):

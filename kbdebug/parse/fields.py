@@ -17,7 +17,7 @@ from lark import Token, Transformer, Tree
 
 Fields = dict[str, Any]
 
-_NUMBER_TYPES = frozenset({"INT", "SIGNED", "NUMBER", "SIGNED_INT"})
+_NUMBER_TYPES = frozenset({"INT", "SIGNED", "NUMBER", "SIGNED_INT", "LINENO"})  # the grammars' number terminals
 
 
 def value(tok: Token) -> int | str:
@@ -35,6 +35,8 @@ class FieldTransformer(Transformer[Token, Any]):
     """
 
     def __default__(self, data: str, children: list[Any], meta: Any) -> Fields:
+        if len(children) == 1 and not isinstance(children[0], (dict, Token)):
+            return {data: children[0]}  # a rule around one built value (`block: triple`)
         fields: Fields = {}
         tokens: list[Token] = []
         for child in children:
