@@ -91,10 +91,10 @@ CASES = [
         "RuntimeError: CuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
     ),
     ("cuda_error", "terminate", "terminate called after throwing an instance of 'c10::Error'"),
-    ("cuda_error", "what", "what():  CUDA error: an illegal memory access was encountered"),
+    ("cuda_error", "what_line", "what():  CUDA error: an illegal memory access was encountered"),
     (
         "cuda_error",
-        "raised_from",
+        "raised_at",
         "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call first):",
     ),
     ("cuda_error", "cpp_frame", "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in /x/libc10.so)"),
@@ -271,3 +271,25 @@ def test_every_template_is_found_where_it_starts(template: str) -> None:
     line = "RuntimeError: " + MESSAGES[template]
     found = [first_alt(tree).data for s in anchors("messages").starts(line) if (tree := parse("messages", line[s:]))]
     assert template in found[:1] or (found and found[0] == template), (template, found)
+
+
+def test_oom_sentences_are_figures_not_rest() -> None:
+    """Every sentence of the 2.x wording is read into its field, where REST could have taken them all."""
+    from kbdebug.parse import parse_text
+
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 23.65 GiB "
+        "of which 1.20 GiB is free. Process 77 has 3.00 GiB memory in use. Including non-PyTorch memory, this process has "
+        "22.10 GiB memory in use. 10.00 GiB allowed; Of the allocated memory 20.10 GiB is allocated by PyTorch, with 1.00 GiB "
+        "allocated in private pools (e.g., CUDA Graphs), and 1.50 GiB is reserved by PyTorch but unallocated. If reserved"
+    )
+    (oom,) = [r for r in parse_text(line) if r.kind == "oom"]
+    assert oom.model_dump(include={"exc_type", "gpu_index", "total_capacity", "free", "process_memory_in_use", "allowed"}) == {
+        "exc_type": "torch.OutOfMemoryError",
+        "gpu_index": 1,
+        "total_capacity": "23.65 GiB",
+        "free": "1.20 GiB",
+        "process_memory_in_use": "22.10 GiB",
+        "allowed": "10.00 GiB",
+    }
+    assert (oom.allocated_by_pytorch, oom.private_pools, oom.reserved_but_unallocated) == ("20.10 GiB", "1.00 GiB", "1.50 GiB")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from kbdebug.normalise import Line
 from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
-from kbdebug.parse.cuda import _CUDA_HINT, CudaReader
+from kbdebug.parse.cuda import CudaReader
 from kbdebug.parse.distributed import _DIST_HINT, _TABLE_KEY, DistributedReader
+from kbdebug.parse.grammar import anchors
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
 from kbdebug.parse.tracebacks import _CARETS, _EXC_START, _IPY_ARROW, _IPY_FRAME, MAX_MESSAGE_LINES, TracebackReader
@@ -107,7 +108,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
             self.exc_lines += 1
-        if _CUDA_HINT.search(text):
+        if anchors("cuda_error").starts(text, 1):
             self.cuda_line(line)
         if "out of memory" in text and "Tried to allocate" in text:
             self.oom(line)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lark import Token, Transformer, Tree
+from lark import Token, Transformer
 
 Fields = dict[str, Any]
 
@@ -34,27 +34,31 @@ class FieldTransformer(Transformer[Token, Any]):
     is read by a method of the grammar's transformer, which knows which token is which.
     """
 
+    grammar: str | None = None  # set by a subclass: its templates add their name as the field `template`
+
+    def __init__(self) -> None:
+        super().__init__()
+        from kbdebug.parse.grammar import templates
+
+        self.templates = templates(self.grammar) if self.grammar else frozenset()
+
     def __default__(self, data: str, children: list[Any], meta: Any) -> Fields:
+        if data in self.templates:
+            return {"template": str(data), **_merge(children)}
         if len(children) == 1 and not isinstance(children[0], (dict, Token)):
             return {data: children[0]}  # a rule around one built value (`block: triple`)
-        fields: Fields = {}
-        tokens: list[Token] = []
-        for child in children:
-            if isinstance(child, dict):
-                fields.update(child)
-            elif isinstance(child, Token):
-                tokens.append(child)
-        if not fields and tokens:
+        tokens = [c for c in children if isinstance(c, Token)]
+        if tokens and not any(isinstance(c, dict) for c in children):
             return {data: value(tokens[0]) if len(tokens) == 1 else [value(t) for t in tokens]}
-        return fields
+        return _merge(children)
 
 
-def template(tree: Tree) -> str:
-    """The name of the alternative of `start` that matched (the template, or the line kind)."""
-    for child in tree.children:
-        if isinstance(child, Tree):
-            return str(child.data)
-    return str(tree.data)
+def _merge(children: list[Any]) -> Fields:
+    fields: Fields = {}
+    for child in children:
+        if isinstance(child, dict):
+            fields.update(child)
+    return fields
 
 
 def unquote(text: str, quotes: str = "\"'`") -> str:

@@ -11,7 +11,7 @@ from lark import Token
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
-from kbdebug.parse.grammar import anchors, parse, templates
+from kbdebug.parse.grammar import anchors, parse
 from kbdebug.records import ArchWarning, TorchMessage
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
@@ -47,12 +47,10 @@ class MessageTree(FieldTransformer):
     def supported_archs(self, children: list[Token]) -> Fields:
         return {"supported_archs": [str(t) for t in children]}
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.templates = templates("messages") | {"start"}
+    grammar = "messages"
 
     def __default__(self, data: str, children: list[Any], meta: Any) -> Any:
-        if data in self.templates:
+        if data in self.templates or data == "start":
             return self._template(str(data), children)
         return super().__default__(data, children, meta)
 
