@@ -151,11 +151,11 @@ CASES = [
     ),
     (
         "distributed",
-        "nccl_error",
+        "nccl_failure",
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error",
     ),
-    ("distributed", "table_field", "  rank      : 3 (local_rank: 3)"),
-    ("distributed", "table_head", "Root Cause (first observed failure):"),
+    ("elastic", "table_field", "  rank      : 3 (local_rank: 3)"),
+    ("elastic", "table_head", "Root Cause (first observed failure):"),
 ]
 
 MESSAGES = {

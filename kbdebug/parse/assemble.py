@@ -6,7 +6,7 @@ from __future__ import annotations
 from kbdebug.normalise import Line
 from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
 from kbdebug.parse.cuda import CudaReader
-from kbdebug.parse.distributed import _DIST_HINT, _TABLE_KEY, DistributedReader
+from kbdebug.parse.distributed import DistributedReader
 from kbdebug.parse.grammar import anchors
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
@@ -35,6 +35,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         self.arch: ArchWarning | None = None
         self.elastic: ElasticFailure | None = None
         self.elastic_root = False
+        self.elastic_table = False  # inside torchrun's failure table: its field lines are read
         self.asserts = 0
         self.pending_warning: tuple[Line, str] | None = None
         self.tb_start = 0
@@ -112,8 +113,10 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             self.cuda_line(line)
         if "out of memory" in text and "Tried to allocate" in text:
             self.oom(line)
-        if _DIST_HINT.search(text) or (self.elastic is not None and _TABLE_KEY.match(text)) or text.strip() == "[0]:":
+        if anchors("distributed").starts(text, 1):
             self.distributed(line)
+        if self.elastic_table or anchors("elastic", "table_head").starts(text, 1):
+            self.elastic_line(line)
         self.messages(line, text)
 
     def _message_limit(self) -> int:

@@ -51,6 +51,7 @@ class State:
     arch: ArchWarning | None
     elastic: ElasticFailure | None
     elastic_root: bool
+    elastic_table: bool
     asserts: int
     pending_warning: tuple[Line, str] | None
     tb_start: int

@@ -44,16 +44,16 @@ class FieldTransformer(Transformer[Token, Any]):
 
     def __default__(self, data: str, children: list[Any], meta: Any) -> Fields:
         if data in self.templates:
-            return {"template": str(data), **_merge(children)}
+            return {"template": str(data), **merge(children)}
         if len(children) == 1 and not isinstance(children[0], (dict, Token)):
             return {data: children[0]}  # a rule around one built value (`block: triple`)
         tokens = [c for c in children if isinstance(c, Token)]
         if tokens and not any(isinstance(c, dict) for c in children):
             return {data: value(tokens[0]) if len(tokens) == 1 else [value(t) for t in tokens]}
-        return _merge(children)
+        return merge(children)
 
 
-def _merge(children: list[Any]) -> Fields:
+def merge(children: list[Any]) -> Fields:
     fields: Fields = {}
     for child in children:
         if isinstance(child, dict):

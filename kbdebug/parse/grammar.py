@@ -22,7 +22,7 @@ from kbdebug._cache import cached
 from kbdebug._resources import data_dir
 from kbdebug.phrases import canonical_text, split_alternatives
 
-GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "oom", "distributed", "messages")
+GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "oom", "distributed", "elastic", "messages")
 
 
 def _dumps(obj: Lark) -> bytes:
@@ -122,10 +122,11 @@ class Anchors:
 
     MIN_LITERAL = 4
 
-    def __init__(self, grammar: Lark) -> None:
+    def __init__(self, grammar: Lark, only: str | None = None) -> None:
         direct: set[str] = set()
         after: dict[str, bool] = {}  # fixed text -> the free-form token before it may hold spaces
         templates = {s.name for r in grammar.rules if r.origin.name == "start" for s in r.expansion if not s.is_term}
+        templates = {only} if only else templates
         for rule in grammar.rules:
             if rule.origin.name not in templates or not rule.expansion:
                 continue
@@ -145,9 +146,19 @@ class Anchors:
         self.direct = re.compile("|".join(re.escape(x) for x in sorted(direct, key=len, reverse=True)))
         self.after = after
 
-    def _starts(self, grammar: Lark, sym: Symbol) -> list[str] | None:
-        if not sym.is_term:
-            return None
+    def _starts(self, grammar: Lark, sym: Symbol, seen: frozenset[str] = frozenset()) -> list[str] | None:
+        """The fixed texts `sym` can begin with; None when one of its forms begins with free-form text."""
+        if not sym.is_term:  # a rule: what each of its forms begins with
+            if sym.name in seen:
+                return None
+            lits: list[str] = []
+            for rule in grammar.rules:
+                if rule.origin.name == sym.name:
+                    first = self._starts(grammar, rule.expansion[0], seen | {sym.name}) if rule.expansion else None
+                    if first is None:
+                        return None
+                    lits += first
+            return lits or None
         pattern = grammar.get_terminal(sym.name).pattern
         # each top-level alternative read as plain text, optional groups skipped (`(?:0D or )?1D target ...`)
         lits = (
@@ -200,5 +211,6 @@ def templates(name: str) -> frozenset[str]:
 
 
 @cache
-def anchors(name: str) -> Anchors:
-    return Anchors(parser(name))
+def anchors(name: str, only: str | None = None) -> Anchors:
+    """Where a template of grammar `name` (or only the template `only`) may start in a line."""
+    return Anchors(parser(name), only)
