@@ -65,6 +65,7 @@ CASES = [
     ("traceback", "ipython_arrow", "--> 308                         self.padding, self.dilation, self.groups)"),
     ("traceback", "ipython_arrow", "-> 1501     return forward_call(*args, **kwargs)"),
     ("traceback", "ipython_frame", "Cell In[7], line 3"),
+    ("traceback", "ipython8_frame", "File ~/work/train.py:42, in train(model, loader)"),
     ("traceback", "ipython_frame", "Cell In[12], line 5, in train(model, loader)"),
     ("traceback", "chain", "During handling of the above exception, another exception occurred:"),
     ("traceback", "chain", "The above exception was the direct cause of the following exception:"),
@@ -293,3 +294,27 @@ def test_oom_sentences_are_figures_not_rest() -> None:
         "allowed": "10.00 GiB",
     }
     assert (oom.allocated_by_pytorch, oom.private_pools, oom.reserved_but_unallocated) == ("20.10 GiB", "1.00 GiB", "1.50 GiB")
+
+
+def test_traceback_lines_become_frames_and_the_exception() -> None:
+    """Each traceback line kind gives its fields by the grammar's names (plain, IPython and IPython 8 frames)."""
+    from kbdebug.parse import parse_text
+
+    log = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/home/u/train.py", line 12, in main',
+            "    loss = criterion(out, y)",
+            "File ~/nb/model.py:7, in forward(self, x)",
+            "Cell In[3], line 5, in step(batch)",
+            "ValueError: Expected input batch_size (4) to match target batch_size (8).",
+        ]
+    )
+    (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
+    assert [(f.file, f.line, f.function) for f in exc.frames] == [
+        ("/home/u/train.py", 12, "main"),
+        ("~/nb/model.py", 7, "forward"),
+        ("Cell In[3]", 5, "step"),
+    ]
+    assert exc.frames[0].code == "loss = criterion(out, y)"
+    assert (exc.exc_type, exc.message) == ("ValueError", "Expected input batch_size (4) to match target batch_size (8).")

@@ -7,10 +7,10 @@ from kbdebug.normalise import Line
 from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
 from kbdebug.parse.cuda import CudaReader
 from kbdebug.parse.distributed import DistributedReader
-from kbdebug.parse.grammar import anchors
+from kbdebug.parse.grammar import anchors, line_start
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
-from kbdebug.parse.tracebacks import _CARETS, _EXC_START, _IPY_ARROW, _IPY_FRAME, MAX_MESSAGE_LINES, TracebackReader
+from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
 
 FALLBACK_LINES = 3
@@ -96,7 +96,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
                 return
         if self.pending_warning is not None:
             self._warning_message(line)
-        if _EXC_START.match(text) or _IPY_FRAME.match(stripped) or _IPY_ARROW.match(stripped):
+        if line_start("traceback").match(stripped):
             self.traceback(line)
         elif self.expect_code and self.exc is None and self.frames and stripped and not set(stripped) <= _CARETS:
             self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`

@@ -39,7 +39,7 @@ class CudaReader(State):
         for start in dict.fromkeys([0, *anchors("cuda_error").starts(text)]):
             tree = parse("cuda_error", text[start:])
             if tree is not None:
-                self._cuda_fields(CudaTree().transform(tree), line)
+                self._cuda_fields(CudaTree().read(tree), line)
                 return
 
     def _cuda_fields(self, f: Fields, line: Line) -> None:

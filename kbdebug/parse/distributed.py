@@ -35,7 +35,7 @@ class NcclTree(FieldTransformer):
         return {"event": "aborted"}
 
     def nccl_failure(self, children: list[object]) -> Fields:
-        return {"template": "nccl_failure", "event": "nccl_error", "nccl_error": None, **merge(children)}
+        return {"event": "nccl_error", "nccl_error": None, **merge(children)}
 
 
 class ElasticTree(FieldTransformer):
@@ -53,7 +53,7 @@ class DistributedReader(State):
         for start in dict.fromkeys([0, *anchors("distributed").starts(text)]):  # the whole line keeps its tags
             tree = parse("distributed", text[start:])
             if tree is not None:
-                fields = NcclTree().transform(tree)
+                fields = NcclTree().read(tree)
                 fields.pop("template")
                 self.out.append(NcclEvent(**{**read_at(line), **fields}, text=text))
                 return
@@ -64,7 +64,7 @@ class DistributedReader(State):
         if tree is None:
             self.elastic_table = False
             return
-        fields = ElasticTree().transform(tree)
+        fields = ElasticTree().read(tree)
         kind = fields.pop("template")
         if kind == "table_head":
             self.elastic_table, self.elastic_root = True, bool(fields.get("root"))

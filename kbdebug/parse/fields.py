@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lark import Token, Transformer
+from lark import Token, Transformer, Tree
 
 Fields = dict[str, Any]
 
@@ -34,7 +34,7 @@ class FieldTransformer(Transformer[Token, Any]):
     is read by a method of the grammar's transformer, which knows which token is which.
     """
 
-    grammar: str | None = None  # set by a subclass: its templates add their name as the field `template`
+    grammar: str | None = None  # set by a subclass: its templates (alternatives of `start`) merge their fields
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,13 +44,19 @@ class FieldTransformer(Transformer[Token, Any]):
 
     def __default__(self, data: str, children: list[Any], meta: Any) -> Fields:
         if data in self.templates:
-            return {"template": str(data), **merge(children)}
+            return merge(children)
         if len(children) == 1 and not isinstance(children[0], (dict, Token)):
             return {data: children[0]}  # a rule around one built value (`block: triple`)
         tokens = [c for c in children if isinstance(c, Token)]
         if tokens and not any(isinstance(c, dict) for c in children):
             return {data: value(tokens[0]) if len(tokens) == 1 else [value(t) for t in tokens]}
         return merge(children)
+
+    def read(self, tree: Tree) -> Fields:
+        """The fields of a parsed line, and `template`: the alternative of `start` that matched."""
+        fields = self.transform(tree)
+        fields["template"] = next((str(c.data) for c in tree.children if isinstance(c, Tree)), str(tree.data))
+        return fields
 
 
 def merge(children: list[Any]) -> Fields:

@@ -15,7 +15,7 @@ from functools import cache
 import lark
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
-from lark.grammar import Symbol
+from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
 from kbdebug._cache import cached
@@ -208,6 +208,26 @@ def templates(name: str) -> frozenset[str]:
     """The rules that are alternatives of `start`: the templates (or line kinds) of a grammar."""
     grammar = parser(name)
     return frozenset(s.name for r in grammar.rules if r.origin.name == "start" for s in r.expansion if not s.is_term)
+
+
+@cache
+def line_start(name: str) -> re.Pattern[str]:
+    """What a line of this format begins with: the first terminal of each of its line kinds, as one
+    regex to match at the start of a stripped line. For formats told apart by their first token (a
+    traceback's `File`, `Traceback`, an exception type), where a line that matches none is not parsed."""
+    grammar = parser(name)
+    firsts: set[str] = set()
+
+    def visit(sym: Symbol, seen: frozenset[str]) -> None:
+        if sym.is_term:
+            firsts.add(grammar.get_terminal(sym.name).pattern.to_regexp())
+        elif sym.name not in seen:
+            for rule in grammar.rules:
+                if rule.origin.name == sym.name and rule.expansion:
+                    visit(rule.expansion[0], seen | {sym.name})
+
+    visit(NonTerminal("start"), frozenset())
+    return re.compile("|".join(f"(?:{p})" for p in sorted(firsts)))
 
 
 @cache

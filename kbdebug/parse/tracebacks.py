@@ -3,79 +3,73 @@ exceptions, warnings, and the exception line (or its message alone, when the typ
 
 from __future__ import annotations
 
-import re
+from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at, to_int
-from kbdebug.parse.grammar import first_alt, parse, token
+from kbdebug.parse.common import State, read_at
+from kbdebug.parse.fields import Fields, FieldTransformer, unquote
+from kbdebug.parse.grammar import parse
 from kbdebug.records import Frame, PyException
 
 MAX_MESSAGE_LINES = 30
-_EXC_START = re.compile(
-    r"^\s*(?:(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning|Interrupt|Failed|Failure|Exit|Iteration)(?::|\s*$)"
-    r"|(?:Original )?Traceback|File |During handling|The above exception|(?:[A-Za-z]:)?[^:\s]+\.py:\d+: \w+Warning)"
-)
-_IPY_ARROW = re.compile(r"^-*>\s*\d")
-_IPY_FRAME = re.compile(r"^(?:~|/|[A-Za-z]:\\|<ipython-input|Cell In\s*\[)")
-_IPY8_FRAME = re.compile(r"^\s*File\s+([^\s\"]+?\.py):(\d+)(?:,\s*in\s+([^\s(]+))?")
 _CARETS = frozenset("^~ ")
+_FRAMES = ("frame", "ipython_frame", "ipython8_frame")
+
+
+class TracebackTree(FieldTransformer):
+    """traceback.lark's tree to the kind of traceback line and its Frame or PyException fields."""
+
+    grammar = "traceback"
+
+    def file(self, children: list[Token]) -> Fields:
+        return {"file": unquote(str(children[0]), '"')}
+
+    def chain(self, children: list[Token]) -> Fields:
+        return {"chained": "cause" if children[0].type == "CAUSE" else "context"}
+
+    def header(self, children: list[Token]) -> Fields:
+        return {"original": str(children[0]).startswith("Original")}
 
 
 class TracebackReader(State):
     def traceback(self, line: Line) -> bool:
         text = line.text.strip()
         self.expect_code = False
-        m8 = _IPY8_FRAME.match(text)
-        if m8:
-            self._close_exc()
-            self.plain_frames = False
-            self.frames.append(Frame(file=m8.group(1), line=int(m8.group(2)), function=m8.group(3)))
-            return True
         tree = parse("traceback", text)
         if tree is None:
             if self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES:
                 self.exc.message += "\n" + text
                 self.exc_lines += 1
             return False
-        alt = first_alt(tree)
-        kind = alt.data
-        if kind in ("header", "frame", "ipython_frame") and not self.frames:
+        f = TracebackTree().read(tree)
+        kind = f.pop("template")
+        if kind in ("header", *_FRAMES) and not self.frames:
             self.tb_start = line.no
         if kind == "header":
             self._close_exc()
             self.frames, self.header = [], True
-            if text.startswith("Original"):  # a DataLoader worker / replica re-raise: the inner one is the cause
+            if f["original"]:  # a DataLoader worker / replica re-raise: the inner one is the cause
                 self.wrapper_at = next((i for i in range(len(self.out) - 1, -1, -1) if isinstance(self.out[i], PyException)), None)
-        elif kind == "frame":
+        elif kind in _FRAMES:
             self._close_exc()
-            name = (token(alt, "FILENAME") or '""')[1:-1]
-            self.frames.append(Frame(file=name, line=to_int(token(alt, "INT")), function=token(alt, "FUNCNAME")))
-            self.expect_code = self.plain_frames = True
-        elif kind == "ipython_frame":
-            self._close_exc()
-            self.plain_frames = False
             # IPython 8 prints `Cell In[7], line 3[, in f(...)]`; older ones the line on the `---->` arrow
-            name = token(alt, "IPY_FILE") or token(alt, "CELL") or ""
-            self.frames.append(Frame(file=name, line=to_int(token(alt, "INT")), function=token(alt, "FUNCNAME")))
+            self.frames.append(Frame(file=f.get("file", ""), line=f.get("line"), function=f.get("function")))
+            self.expect_code = self.plain_frames = kind == "frame"
         elif kind == "ipython_arrow":
             if self.frames:
-                self.frames[-1].line = to_int(token(alt, "INT"))
-                self.frames[-1].code = (token(alt, "CODE") or "").strip() or None
+                self.frames[-1].line = f["line"]
+                self.frames[-1].code = f.get("code") or None
         elif kind == "chain":
             self._close_exc()
-            self.chain = "cause" if token(alt, "CAUSE") else "context"
-        elif kind == "caret":
-            pass
+            self.chain = f["chained"]
         elif kind == "warning":
             self._close_exc()
-            msg = (token(alt, "MESSAGE") or "").strip()
-            if msg:
-                self._start_exc(line, token(alt, "EXC_TYPE") or "Warning", msg)
+            if f.get("message"):
+                self._start_exc(line, f["exc_type"], f["message"])
             else:
-                self.pending_warning = (line, token(alt, "EXC_TYPE") or "Warning")
+                self.pending_warning = (line, f["exc_type"])
         elif kind == "exception":
-            exc_type = token(alt, "EXC_TYPE") or (token(alt, "EXC_TYPE_BARE") or "").strip()
-            msg = (token(alt, "MESSAGE") or "").strip()
+            exc_type, msg = f["exc_type"], f.get("message", "")
             if self.exc is not None and not self.frames and self.exc_lines < MAX_MESSAGE_LINES and exc_type.endswith("Warning"):
                 return False
             self._close_exc()
