@@ -104,11 +104,11 @@ CASES = [
     ("sanitizer", "invalid_access", "Invalid __shared__ write of size 16 bytes"),
     ("sanitizer", "at", "    at 0x00000ae8 in d:\\x/synapseKrnl.cc:148:learnSynapsesPost(float)"),
     ("sanitizer", "by_thread", "    by thread (103,0,0) in block (7,0,0)"),
-    ("sanitizer", "address", "    Address 0x60052b338 is out of bounds"),
-    ("sanitizer", "address", "    Access to 0x147267fff80 is out of bounds"),
+    ("sanitizer", "address_line", "    Address 0x60052b338 is out of bounds"),
+    ("sanitizer", "address_line", "    Access to 0x147267fff80 is out of bounds"),
     (
         "sanitizer",
-        "allocation",
+        "allocation_line",
         "    and is 1,241,911,296 bytes before the nearest allocation at 0x7639e0000000 of size 5,033,164,800 bytes",
     ),
     ("sanitizer", "saved_backtrace", "    Saved host backtrace up to driver entry point at kernel launch time"),
@@ -127,15 +127,15 @@ CASES = [
     ("sanitizer", "hazard_access", "    Write Thread (24, 0, 0) at 0x00001ab0 in f.cu:12:kern"),
     ("sanitizer", "current_value", "    Current Value : 1, Incoming Value : 2"),
     ("sanitizer", "uninitialized", "Uninitialized __global__ memory read of size 4"),
-    ("sanitizer", "host_api", "Host API memory access error at host access to 0x7f7fcdc01200 of size 400 bytes"),
+    ("sanitizer", "host_api_access", "Host API memory access error at host access to 0x7f7fcdc01200 of size 400 bytes"),
     ("sanitizer", "uninit_access", "    Uninitialized access at 0x7f7fcdc01300 on access by cudaMemcpy source"),
-    ("sanitizer", "unused", " Unused memory in allocation 0x7fed9f400000 of size 100 bytes"),
+    ("sanitizer", "unused_memory", " Unused memory in allocation 0x7fed9f400000 of size 100 bytes"),
     ("sanitizer", "barrier", "Barrier error detected. Missing wait."),
     ("sanitizer", "barrier_location", "    Barrier is located at shared address 0x20410"),
     ("sanitizer", "wgmma", "Warpgroup MMA sequence error detected"),
     ("sanitizer", "device_frame", "    Device Frame:__cuda_sm70_warpsync (__cuda_sm70_warpsync : 0x30)"),
     ("sanitizer", "malloc_free", "Malloc/Free error encountered : Double free"),
-    ("sanitizer", "leaked", "Leaked 1,024 bytes at 0x7f00 on the device heap"),
+    ("sanitizer", "leak", "Leaked 1,024 bytes at 0x7f00 on the device heap"),
     ("sanitizer", "error_summary", "ERROR SUMMARY: 2 errors"),
     ("sanitizer", "leak_summary", "LEAK SUMMARY: 1024 bytes leaked in 1 allocations"),
     ("sanitizer", "race_summary", "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"),
@@ -230,7 +230,8 @@ OOM = [
 def test_grammar_alternative(grammar: str, alt: str, line: str) -> None:
     tree = parse(grammar, line)
     assert tree is not None, line
-    assert first_alt(tree).data == alt
+    # the line kind is the alternative of `start`, or a rule under it (a sanitizer error under its check)
+    assert alt in (first_alt(tree).data, first_alt(first_alt(tree)).data)
 
 
 @pytest.mark.parametrize(("template", "line"), sorted(MESSAGES.items()))

@@ -204,10 +204,10 @@ _LAST_TOKEN = re.compile(r"\S+\s*$")
 
 
 @cache
-def templates(name: str) -> frozenset[str]:
-    """The rules that are alternatives of `start`: the templates (or line kinds) of a grammar."""
+def templates(name: str, rule: str = "start") -> frozenset[str]:
+    """The rules that are alternatives of `start` (the templates, or line kinds, of a grammar), or of `rule`."""
     grammar = parser(name)
-    return frozenset(s.name for r in grammar.rules if r.origin.name == "start" for s in r.expansion if not s.is_term)
+    return frozenset(s.name for r in grammar.rules if r.origin.name == rule for s in r.expansion if not s.is_term)
 
 
 @cache

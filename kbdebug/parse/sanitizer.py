@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at, to_int, triple
-from kbdebug.parse.grammar import first_alt, parse, token, tokens
+from kbdebug.parse.fields import Fields, FieldTransformer, merge, unquote
+from kbdebug.parse.grammar import parse, templates
 from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
 
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
@@ -50,131 +54,138 @@ def _host_frame(rest: str) -> SanitizerFrame:
     return SanitizerFrame(function=rest or None)
 
 
+_CHECKS = ("memcheck", "racecheck", "initcheck", "synccheck", "leakcheck")
+
+
+class SanitizerTree(FieldTransformer):
+    """sanitizer.lark's tree to the kind of report line and its SanitizerReport fields. A header line
+    sits under the rule of its check (`memcheck: invalid_access | ...`), and its rule is the category."""
+
+    grammar = "sanitizer"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.categories = frozenset().union(*(templates("sanitizer", c) for c in (*_CHECKS, "api_check")))
+
+    def __default__(self, data: str, children: list[Any], meta: Any) -> Any:
+        if data in _CHECKS:
+            return {"check": str(data), **merge(children)}
+        if data == "api_check":
+            return {"check": None, **merge(children)}
+        if data in self.categories:
+            return {"category": str(data), **merge(children)}
+        return super().__default__(data, children, meta)
+
+    def block(self, children: list[Token]) -> Fields:
+        return {"block": triple(str(children[0]))}
+
+    def thread(self, children: list[Token]) -> Fields:
+        return {"thread": triple(str(children[0]))}
+
+    def severity(self, children: list[Token]) -> Fields:
+        return {"severity": str(children[0]).rstrip(":")}
+
+    def barrier_class(self, children: list[Token]) -> Fields:
+        return {"severity": str(children[0]).strip(" .") or None}
+
+    def malloc_error(self, children: list[Token]) -> Fields:
+        return {"severity": str(children[0]).strip()}
+
+    def access(self, children: list[Token]) -> Fields:
+        return {"access": str(children[0]).lower()}
+
+    def api_error_name(self, children: list[Token]) -> Fields:
+        return {"api_error": str(children[0])}
+
+    def api_message(self, children: list[Token]) -> Fields:
+        return {"api_message": unquote(str(children[0]), '"')}
+
+    def api_call(self, children: list[Token]) -> Fields:
+        return {"api_call": str(children[0]).rstrip(".") or None}
+
+    def location(self, children: list[Token]) -> Fields:
+        return {"location": location(str(children[0])), "hazards": _hazards(str(children[0]))}
+
+    device_location = other_location = location
+
+    def host_location(self, children: list[Token]) -> Fields:
+        return {"host_location": _host_frame(str(children[0]).strip())}
+
+
+def _hazards(text: str) -> int | None:
+    hz = _HAZARDS.search(text)
+    return int(hz.group(1)) if hz else None
+
+
 class SanitizerReader(State):
     def sanitizer(self, line: Line, body: str) -> None:
         tree = parse("sanitizer", body) if body.strip() else None
         if tree is None:
             return
-        alt = first_alt(tree)
-        kind = alt.data
-        base = read_at(line)
-        tool = self.san_tool
+        f = SanitizerTree().read(tree)
+        kind = f.pop("template")
         if kind == "banner":
             self.san_tool = "cuda-memcheck" if "MEMCHECK" in body else "compute-sanitizer"
-            return
-        header = {
-            "invalid_access": ("memcheck", "invalid_access"),
-            "uninitialized": ("initcheck", "uninitialized"),
-            "host_api": ("initcheck", "host_api_access"),
-            "unused": ("initcheck", "unused_memory"),
-            "barrier": ("synccheck", "barrier"),
-            "wgmma": ("synccheck", "wgmma"),
-            "malloc_free": ("memcheck", "malloc_free"),
-            "api_error": (None, "api_error"),
-            "leaked": ("leakcheck", "leak"),
-            "race": ("racecheck", "race"),
-            "hazard": ("racecheck", "hazard"),
-        }
-        if kind in header:
-            check, category = header[kind]
-            if check is None:
-                check = self.san_check if self.san_check in ("memcheck", "racecheck", "initcheck", "synccheck") else "memcheck"
-            if kind == "invalid_access" and token(alt, "POTENTIAL"):
-                check = "racecheck"
-            rec = SanitizerReport(**base, tool=tool, check=check, category=category)  # type: ignore[arg-type]
-            rec.memory_space = token(alt, "SPACE")
-            rec.access = token(alt, "ACCESS")
-            if kind in ("invalid_access", "uninitialized", "host_api", "leaked", "unused"):
-                rec.access_size_bytes = to_int(token(alt, "NUMBER"))
-            if kind == "uninitialized":
-                rec.memory_space = rec.memory_space or "__global__"
-            if kind in ("host_api", "leaked", "unused"):
-                rec.address = token(alt, "HEX")
-            if kind == "barrier":
-                rec.severity = (token(alt, "BARRIER_CLASS") or "").strip(" .") or None
-            if kind == "malloc_free":
-                rec.severity = (token(alt, "REST") or "").strip()
-            if kind == "api_error":
-                rec.api_error = token(alt, "API_ERR")
-                rec.api_code = to_int(token(alt, "INT"))
-                q = token(alt, "QUOTED")
-                rec.api_message = q[1:-1] if q else None
-                rec.api_call = (token(alt, "API_NAME") or "").rstrip(".") or None
-            if kind in ("race", "hazard"):
-                rec.severity = (token(alt, "SEVERITY") or "").rstrip(":")
-                rec.memory_space = "__shared__"
-                rec.access = (token(alt, "RW") or "").lower() or None
-                if kind == "race":
-                    self._set_location(rec, location(token(alt, "LOCATION") or ""))
-                    hz = _HAZARDS.search(token(alt, "LOCATION") or "")
-                    rec.hazards = int(hz.group(1)) if hz else None
-                else:
-                    rec.hazard_type = token(alt, "HAZARD")
-                    rec.address = token(alt, "HEX")
-                    coords = token(alt, "COORDS")
-                    rec.block = triple(coords) if coords else None
-            if tool is None:
-                rec.tool = self._guess_tool(body)  # type: ignore[assignment]  # the tool names the grammar knows
-            self.san = rec
-            self.out.append(rec)
-            return
-        cur = self.san
-        if kind in ("error_summary", "leak_summary", "race_summary"):
-            ints = [to_int(t) for t in tokens(alt, "INT")]
-            summ = SanitizerSummary(**base, tool=tool)
-            if kind == "error_summary":
-                summ.errors = ints[0]
-            elif kind == "leak_summary":
-                summ.leaked_bytes, summ.leaked_allocations = ints[0], ints[1]
-            else:
-                summ.hazards = ints[0]
-            self.out.append(summ)
+        elif "category" in f:
+            self._report(line, body, f)
+        elif kind in ("error_summary", "leak_summary", "race_summary"):
+            f.pop(kind, None)
+            self.out.append(SanitizerSummary(**read_at(line), tool=self.san_tool, **f))
             self.san = None
-            return
-        if cur is None:
-            return
-        rec = cur
+        elif self.san is not None:
+            self._detail(line, kind, f)
+
+    def _report(self, line: Line, body: str, f: Fields) -> None:
+        """An error's first line opens a report; its check comes from the grammar, or from --tool for API errors."""
+        if f["check"] is None:
+            f["check"] = self.san_check if self.san_check in _CHECKS[:4] else "memcheck"
+        if f["category"] == "uninitialized":
+            f["memory_space"] = f.get("memory_space") or "__global__"
+        if f["category"] in ("race", "hazard"):
+            f["memory_space"] = "__shared__"
+        loc = f.pop("location", None)
+        rec = SanitizerReport(**read_at(line), tool=self.san_tool or self._guess_tool(body), **f)  # type: ignore[arg-type]
+        if loc is not None:
+            self._set_location(rec, loc)
+        self.san = rec
+        self.out.append(rec)
+
+    def _detail(self, line: Line, kind: str, f: Fields) -> None:
+        """A detail line extends the report open above it."""
+        rec = self.san
+        assert rec is not None
         rec.last_line = line.no
         rec.raw += "\n" + line.text
-        if kind == "at":
-            loc = location(token(alt, "LOCATION") or "")
+        loc: SanitizerFrame | None = f.get("location")
+        if kind == "at" and loc is not None:
             self._set_location(rec, loc)
-            if rec.tool is None or self.san_tool is None:
-                if re.match(r"0x[0-9a-fA-F]{8}\b", (token(alt, "LOCATION") or "").strip()):
-                    rec.tool = "cuda-memcheck"
+            if (rec.tool is None or self.san_tool is None) and re.match(r"0x[0-9a-fA-F]{8}\b", loc.module or ""):
+                rec.tool = "cuda-memcheck"  # only cuda-memcheck printed a bare 8-digit pc before `in`
         elif kind == "by_thread":
-            pair = tokens(alt, "COORDS")
-            rec.thread, rec.block = triple(pair[0]), triple(pair[1])
-        elif kind == "address":
-            rec.address = token(alt, "HEX")
-            rec.address_phrase = token(alt, "PHRASE")
-        elif kind == "allocation":
-            rec.allocation = (token(alt, "ALLOC_TEXT") or "").strip()
-        elif kind == "device_frame":
-            loc = location(token(alt, "LOCATION") or "")
+            rec.thread, rec.block = f["thread"], f["block"]
+        elif kind == "address_line":
+            rec.address, rec.address_phrase = f["address"], f.get("address_phrase")
+        elif kind == "allocation_line":
+            rec.allocation = f["allocation"]
+        elif kind == "device_frame" and loc is not None:
             rec.device_frames.append(loc)
             if loc.file and (rec.file is None or _TOOLKIT_PATH.search(rec.file)) and not _TOOLKIT_PATH.search(loc.file):
                 rec.file, rec.line = loc.file, loc.line
         elif kind == "host_frame":
-            rest = (token(alt, "REST") or "").strip()
-            rec.host_frames.append(_host_frame(rest))
-            if re.search(r"\(.+ \+ 0x[0-9a-f]+\) \[0x", rest) and self.san_tool is None:
+            rec.host_frames.append(f.get("host_location") or SanitizerFrame())
+            if self.san_tool is None and re.search(r"\(.+ \+ 0x[0-9a-f]+\) \[0x", line.text):
                 rec.tool = "cuda-memcheck"
         elif kind == "module_line":
             if rec.host_frames and rec.host_frames[-1].module is None:
-                rec.host_frames[-1].module = (token(alt, "MODULE") or "").strip()
-        elif kind == "hazard_access":
-            loc = location(token(alt, "LOCATION") or "")
+                rec.host_frames[-1].module = f["module"]
+        elif kind == "hazard_access" and loc is not None:
             if rec.function is None:
                 self._set_location(rec, loc)
-                rec.thread = triple(token(alt, "COORDS") or "0,0,0")
+                rec.thread = f["thread"]
         elif kind == "uninit_access":
-            by = (token(alt, "REST") or "").split()
-            rec.api_call = by[0] if by else None
-        elif kind == "and_access":
-            hz = _HAZARDS.search(token(alt, "LOCATION") or "")
-            if hz:
-                rec.hazards = (rec.hazards or 0) + int(hz.group(1))
+            rec.api_call = f.get("api_call")
+        elif kind == "and_access" and f.get("hazards"):
+            rec.hazards = (rec.hazards or 0) + f["hazards"]
 
     def _set_location(self, rec: SanitizerReport, loc: SanitizerFrame) -> None:
         rec.function = loc.function
