@@ -19,6 +19,7 @@ from kbdebug.kb import load_kb
 from kbdebug.kb.matcher import diagnose_records
 from kbdebug.normalise import Region, iter_lines
 from kbdebug.parse import parse_regions
+from kbdebug.parse.needles import needles
 from kbdebug.render.evidence import keep_context
 from kbdebug.scan import Scanner, scan_path, scan_text
 from kbdebug.signature import sign
@@ -39,12 +40,12 @@ def diagnose_regions(
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
     """Diagnose a log held in memory."""
-    return diagnose_regions(scan_text(text), source, kb_dirs)
+    return diagnose_regions(scan_text(text, needles()), source, kb_dirs)
 
 
 def explain(path: str | Path, *, kb_dirs: list[Path] | None = None) -> Diagnosis:
     """Diagnose a log file of any size; it is streamed, never read whole."""
-    return diagnose_regions(scan_path(path), str(path), kb_dirs)
+    return diagnose_regions(scan_path(path, needles()), str(path), kb_dirs)
 
 
 def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -69,7 +70,7 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
         parts.append(captured)
     parts.append("".join(traceback.format_exception(exc)))
     kb = load_kb(kb_dirs)
-    regions = scan_text("\n".join(parts))
+    regions = scan_text("\n".join(parts), needles())
     records = parse_regions(regions)
     _add_frame_shapes(records, exc)
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")

@@ -74,9 +74,10 @@ def _fail(message: str) -> NoReturn:
 
 def _read_stdin(passthrough: bool):
     """Stream stdin through the scanner, echoing each chunk to stdout as soon as it arrives."""
+    from kbdebug.parse.needles import needles
     from kbdebug.scan import Scanner
 
-    scanner = Scanner()
+    scanner = Scanner(needles())
     fd = sys.stdin.fileno()
     out = sys.stdout.buffer
     try:
@@ -96,6 +97,7 @@ def _read_stdin(passthrough: bool):
 
 
 def _regions_for(path: str, passthrough: bool, grep=None):
+    from kbdebug.parse.needles import needles
     from kbdebug.scan import scan_path
 
     if path == "-":
@@ -104,7 +106,7 @@ def _regions_for(path: str, passthrough: bool, grep=None):
     if p.is_dir():
         raise InputError(f"{path}: is a directory")
     try:
-        return scan_path(p, grep=grep)
+        return scan_path(p, needles(), grep=grep)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
@@ -123,9 +125,10 @@ def explain(
         _fail("standard input can be named only once")
     if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
         _explain_many(files, fmt, quiet, kb)
+    from kbdebug.parse.needles import needles
     from kbdebug.scan import start_grep
 
-    greps = {path: start_grep(path) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
+    greps = {path: start_grep(path, needles()) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
     from kbdebug.api import diagnose_regions
     from kbdebug.kb import RuleFileError
     from kbdebug.render import render

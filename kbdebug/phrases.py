@@ -3,6 +3,9 @@ are found by. A leaf module: the grammars (kbdebug.parse) and the rules (kbdebug
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 
 def split_alternatives(regex: str) -> list[str]:
     """The top-level alternatives of a regex (`a(?:b|c)|d` -> `a(?:b|c)`, `d`)."""
@@ -72,3 +75,69 @@ def canonical_text(regex: str) -> str:
         out += ch
         i += 1
     return out
+
+
+def required_texts(regex: str) -> frozenset[str] | None:
+    """Texts of which every match of `regex` holds at least one (`(?:Error|Exception)\\b` -> Error,
+    Exception); None when a match may hold no fixed text at all (`\\w+`). What a scanner may search
+    for before it knows where a record starts: derived from the grammars' and rules' own patterns."""
+    import re._parser as sre  # type: ignore[import-not-found]  # the stdlib reads the pattern: no second regex parser here
+
+    try:
+        parsed = sre.parse(regex)
+        return None if parsed.state.flags & re.IGNORECASE else _seq_texts(parsed.data)
+    except (re.error, RecursionError, TypeError, ValueError):
+        return None
+
+
+def _seq_texts(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
+    """A sequence's best set: its longest run of fixed text (a choice between fixed texts multiplies the
+    run: `E(?:rror|xception)` -> Error, Exception), or the best set of one of its parts."""
+    import re._constants as c  # type: ignore[import-not-found]
+
+    best: frozenset[str] | None = None
+    run: set[str] = {""}
+
+    def consider(cand: frozenset[str] | None) -> None:
+        nonlocal best
+        if cand and all(cand) and (best is None or texts_score(cand) > texts_score(best)):
+            best = cand
+
+    for op, av in items:
+        if op is c.LITERAL:
+            run = {r + chr(av) for r in run}
+            continue
+        literal_alts = _literal_alternatives(op, av, c)
+        if literal_alts is not None and len(run) * len(literal_alts) <= MAX_TEXTS:
+            run = {r + a for r in run for a in literal_alts}
+            continue
+        consider(frozenset(run))
+        run = {""}
+        if op is c.SUBPATTERN and not av[1] & re.IGNORECASE:  # a case-blind group has no one text
+            consider(_seq_texts(av[-1].data))
+        elif op is c.BRANCH:
+            alts = [_seq_texts(alt.data) for alt in av[1]]
+            consider(None if any(a is None for a in alts) else frozenset().union(*alts))  # type: ignore[arg-type]
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
+            consider(_seq_texts(av[2].data))
+    consider(frozenset(run))
+    return best
+
+
+MAX_TEXTS = 16
+
+
+def _literal_alternatives(op: Any, av: Any, c: Any) -> list[str] | None:
+    """The texts of a choice between plain literals (`rror|xception`, `[cC]`), else None."""
+    if op is c.IN and all(o is c.LITERAL for o, _ in av):
+        return [chr(v) for _, v in av]
+    if op is c.BRANCH and all(all(o is c.LITERAL for o, _ in alt.data) for alt in av[1]):
+        return ["".join(chr(v) for _, v in alt.data) for alt in av[1]]
+    if op is c.SUBPATTERN and not av[1] & re.IGNORECASE and len(av[-1].data) == 1:
+        return _literal_alternatives(*av[-1].data[0], c)
+    return None
+
+
+def texts_score(texts: frozenset[str]) -> tuple[int, int]:
+    """A set is as good as its shortest text (a needle that short is found everywhere), then smaller."""
+    return (min(len(t) for t in texts), -len(texts))

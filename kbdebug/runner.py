@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from kbdebug.fdtee import write_all
 from kbdebug.normalise import Region
+from kbdebug.parse.needles import needles
 from kbdebug.scan import Scanner
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -135,7 +136,7 @@ def _keyboard_signal_reaches_child() -> bool:
 def run_once(
     cmd: list[str], env: dict[str, str], save: Path | None = None, tag: str = "run1", out_fd: int = 1, err_fd: int = 2
 ) -> RunResult:
-    scanner = Scanner()
+    scanner = Scanner(needles())
     lock = threading.Lock()
 
     def feed(data: bytes) -> None:  # called with `lock` held

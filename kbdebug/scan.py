@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 from collections import deque
+from collections.abc import Sequence
 from typing import BinaryIO
 
 from kbdebug.normalise import Region, _Raw, normalise
@@ -20,7 +21,6 @@ from kbdebug.normalise import Region, _Raw, normalise
 # Every evidence type contains at least one of these (see tests/test_scan.py): exception and
 # CUDA/cuBLAS/cuDNN error lines ("rror"), kernel asserts ("ssert"), sanitizer lines ("====="),
 # UserWarnings ("Warn") and NCCL watchdog lines ("NCCL").
-NEEDLES: tuple[bytes, ...] = (b"rror", b"ssert", b"=====", b"Warn", b"NCCL")
 CHUNK = 1 << 23
 BACK = 48 * 1024  # context kept before a hit: a traceback's frames precede its last line
 FWD = 16 * 1024  # context after a hit: DSA hints, C++ frames, sanitizer detail lines
@@ -36,7 +36,10 @@ WHOLE = 1 << 20
 class Scanner:
     """Incremental region finder: `feed()` bytes as they arrive, `close()` for the regions."""
 
-    def __init__(self, back: int = BACK, fwd: int = FWD) -> None:
+    def __init__(self, needles: Sequence[bytes], back: int = BACK, fwd: int = FWD) -> None:
+        # what to search for is the grammars' knowledge (kbdebug.parse.needles), passed in by the caller
+        self.needles = tuple(needles)
+        self.max_needle = max((len(n) for n in self.needles), default=1)
         self.back, self.fwd = back, fwd
         self._buf = b""
         self._base = 0  # absolute offset of _buf[0]
@@ -69,7 +72,7 @@ class Scanner:
         if len(buf) - cut > LONG_LINE:  # no newline for a long while: end the "line" at a \r, or cut it
             cut = max(cut, buf.rfind(b"\r") + 1)
             if len(buf) - cut > LONG_LINE:
-                cut = len(buf) - MAX_NEEDLE
+                cut = len(buf) - self.max_needle
         limit = base + cut
         if limit > self._searched:
             self._search(buf, base, self._searched - base, cut)
@@ -121,7 +124,7 @@ class Scanner:
     def _search(self, buf: bytes, base: int, lo: int, hi: int) -> None:
         lo = max(lo, 0)
         hits: list[int] = []
-        for needle in NEEDLES:
+        for needle in self.needles:
             i = buf.find(needle, lo, hi)
             while i != -1:
                 hits.append(i)
@@ -191,9 +194,6 @@ class Scanner:
             self.dropped_bytes += len(old.data)
 
 
-MAX_NEEDLE = max(len(n) for n in NEEDLES)
-
-
 def _line_start(buf: bytes, pos: int) -> int:
     """Start of the line holding buf[pos]: after the last \n, or after the last \r when the line
     is a megabyte-long run of progress redraws, or pos itself in a line with neither."""
@@ -206,8 +206,8 @@ def _line_start(buf: bytes, pos: int) -> int:
     return cr if cr else pos
 
 
-def scan_stream(stream: BinaryIO, chunk: int = CHUNK) -> list[Region]:
-    scanner = Scanner()
+def scan_stream(stream: BinaryIO, needles: Sequence[bytes], chunk: int = CHUNK) -> list[Region]:
+    scanner = Scanner(needles)
     while True:
         data = stream.read(chunk)
         if not data:
@@ -222,7 +222,7 @@ GREP_MIN = 32 << 20
 MAX_GREP_HITS = 500_000
 
 
-def start_grep(path: str | os.PathLike[str]) -> subprocess.Popen[bytes] | None:
+def start_grep(path: str | os.PathLike[str], needles: Sequence[bytes]) -> subprocess.Popen[bytes] | None:
     """Start grep on a large regular file, so it runs while the rest of kbdebug is imported; None
     when the file is small, not a regular file, grep is missing or KBDEBUG_NO_GREP is set."""
     if os.environ.get("KBDEBUG_NO_GREP"):
@@ -237,7 +237,7 @@ def start_grep(path: str | os.PathLike[str]) -> subprocess.Popen[bytes] | None:
     if exe is None:
         return None
     cmd = [exe, "-a", "-b", "-n", "-o", "-F"]
-    for needle in NEEDLES:
+    for needle in needles:
         cmd += ["-e", needle.decode()]
     try:
         return subprocess.Popen(
@@ -288,25 +288,27 @@ def collect_hits(proc: subprocess.Popen[bytes]) -> list[tuple[int, int]] | None:
     return hits if rc in (0, 1) else None
 
 
-def grep_hits(path: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
-    proc = start_grep(path)
+def grep_hits(path: str | os.PathLike[str], needles: Sequence[bytes]) -> list[tuple[int, int]] | None:
+    proc = start_grep(path, needles)
     return collect_hits(proc) if proc is not None else None
 
 
-def scan_path(path: str | os.PathLike[str], chunk: int = CHUNK, grep: subprocess.Popen[bytes] | None = None) -> list[Region]:
+def scan_path(
+    path: str | os.PathLike[str], needles: Sequence[bytes], chunk: int = CHUNK, grep: subprocess.Popen[bytes] | None = None
+) -> list[Region]:
     """Scan a file by name: grep-prefiltered when it is a large regular file (pass a `start_grep`
     job to overlap the two), else streamed."""
     with open(path, "rb") as fh:
         if grep is None:
-            grep = start_grep(path)
+            grep = start_grep(path, needles)
         hits = collect_hits(grep) if grep is not None else None
         if hits is None:
-            return scan_stream(fh, chunk)
-        return _scan_hits(fh, os.fstat(fh.fileno()).st_size, hits, chunk)
+            return scan_stream(fh, needles, chunk)
+        return _scan_hits(fh, os.fstat(fh.fileno()).st_size, hits, needles, chunk)
 
 
-def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], chunk: int) -> list[Region]:
-    scanner = Scanner()
+def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], needles: Sequence[bytes], chunk: int) -> list[Region]:
+    scanner = Scanner(needles)
     margin = BACK + LONG_LINE
     i = 0
     while i < len(hits):
@@ -340,12 +342,12 @@ def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], chunk: int)
     return scanner.close()
 
 
-def scan_bytes(data: bytes) -> list[Region]:
-    scanner = Scanner()
+def scan_bytes(data: bytes, needles: Sequence[bytes]) -> list[Region]:
+    scanner = Scanner(needles)
     for i in range(0, len(data), CHUNK):
         scanner.feed(data[i : i + CHUNK])
     return scanner.close()
 
 
-def scan_text(text: str) -> list[Region]:
-    return scan_bytes(text.encode("utf-8", "surrogatepass"))
+def scan_text(text: str, needles: Sequence[bytes]) -> list[Region]:
+    return scan_bytes(text.encode("utf-8", "surrogatepass"), needles)

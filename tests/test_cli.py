@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from kbdebug.api import diagnose_text
 from kbdebug.parse import parse_text
+from kbdebug.parse.needles import needles
 from kbdebug.scan import scan_bytes
 
 EXAMPLE = ROOT / "examples" / "segmentation_crash.log"
@@ -126,7 +127,7 @@ def test_explain_never_imports_torch() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=3000))
 def test_random_bytes_never_raise(data: bytes) -> None:
-    regions = scan_bytes(data)
+    regions = scan_bytes(data, needles())
     last = data.count(b"\n") + 1
     assert all(1 <= ln.no <= last and "\n" not in ln.text for r in regions for ln in r.lines)
     diagnose_text(data.decode("utf-8", "replace"))

@@ -5,7 +5,25 @@ import io
 import pytest
 
 from kbdebug.normalise import iter_lines
-from kbdebug.scan import NEEDLES, WHOLE, Scanner, scan_bytes, scan_stream, scan_text
+from kbdebug.parse.needles import needles
+from kbdebug.scan import WHOLE, Scanner
+from kbdebug.scan import scan_bytes as _scan_bytes
+from kbdebug.scan import scan_stream as _scan_stream
+from kbdebug.scan import scan_text as _scan_text
+
+NEEDLES = needles()
+
+
+def scan_bytes(data: bytes) -> list:
+    return _scan_bytes(data, NEEDLES)
+
+
+def scan_stream(stream) -> list:
+    return _scan_stream(stream, NEEDLES)
+
+
+def scan_text(text: str) -> list:
+    return _scan_text(text, NEEDLES)
 
 
 def texts(data: bytes) -> list[str]:
@@ -82,11 +100,11 @@ def test_invalid_utf8_and_markdown_bold_survive() -> None:
 def test_streaming_in_tiny_chunks_equals_whole() -> None:
     data = b"noise\n" * 3000 + b"IndexError: Target 3 is out of bounds.\n" + b"noise\n" * 3000 + b"x Assertion y\n"
     whole = [(ln.no, ln.text) for ln in iter_lines(scan_bytes(data))]
-    s = Scanner(back=2048, fwd=512)
+    s = Scanner(NEEDLES, back=2048, fwd=512)
     for i in range(0, len(data), 7):
         s.feed(data[i : i + 7])
     tiny = [(ln.no, ln.text) for ln in iter_lines(s.close())]
-    ref = Scanner(back=2048, fwd=512)
+    ref = Scanner(NEEDLES, back=2048, fwd=512)
     ref.feed(data)
     assert tiny == [(ln.no, ln.text) for ln in iter_lines(ref.close())]
     assert (3001, "IndexError: Target 3 is out of bounds.") in whole
@@ -118,7 +136,7 @@ def test_progress_redraws_without_newlines_stay_bounded() -> None:
 
     redraw = b"Epoch 1:  45%|####      | 4500/10000 [01:23<01:40, 54.2it/s, loss=0.123]\r"
     chunk = redraw * (1 << 20 // len(redraw) + 1)
-    scanner = Scanner()
+    scanner = Scanner(NEEDLES)
     peak = 0
     for i in range(24):
         if i == 20:
@@ -165,15 +183,15 @@ def test_grep_prefilter_gives_the_same_regions_as_streaming(tmp_path, monkeypatc
     data = _noise(4000, seed) + b"filler line\n" * 200_000 + _noise(300, seed + 10)
     path.write_bytes(data)
     monkeypatch.setattr(scan, "GREP_MIN", 0)
-    assert scan.grep_hits(path) is not None
+    assert scan.grep_hits(path, NEEDLES) is not None
     with open(path, "rb") as fh:
-        streamed = scan.scan_stream(fh)
-    prefiltered = scan.scan_path(path)
+        streamed = scan.scan_stream(fh, NEEDLES)
+    prefiltered = scan.scan_path(path, NEEDLES)
     # region edges may fall a line apart; every evidence line is found, with its number and text
     assert evidence(prefiltered) == evidence(streamed)
     assert len(evidence(streamed)) > 50
     monkeypatch.setenv("KBDEBUG_NO_GREP", "1")
-    assert scan.grep_hits(path) is None and scan.scan_path(path) == streamed
+    assert scan.grep_hits(path, NEEDLES) is None and scan.scan_path(path, NEEDLES) == streamed
 
 
 def evidence(regions: list) -> set[tuple[int, str]]:

@@ -29,6 +29,7 @@ def parse_lines(lines: list[Line]) -> list[Record]:
 
 
 def parse_text(text: str) -> list[Record]:
+    from kbdebug.parse.needles import needles
     from kbdebug.scan import scan_text
 
-    return parse_regions(scan_text(text))
+    return parse_regions(scan_text(text, needles()))

@@ -78,9 +78,10 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
     # -- dispatch --------------------------------------------------------------------------------
     def line(self, line: Line) -> None:
         text = line.text
-        if "=========" in text:
+        san = anchors("sanitizer").starts(text, 1)
+        if san:
             self._close_exc()
-            self.sanitizer(line, text.split("=========", 1)[1])
+            self.sanitizer(line, text[san[0] :])
             return
         m = _SAN_TOOL_OPT.search(text) or _SAN_CMD.search(text)
         if m:
@@ -101,7 +102,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         elif self.expect_code and self.exc is None and self.frames and stripped and not set(stripped) <= _CARETS:
             self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
             self.expect_code = False
-        elif self.exc is None and self.plain_frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
+        elif self.exc is None and self.plain_frames and self.frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
             # after a plain frame and its source line, a line that is neither is the exception line
             # without its `Type: ` (only the message was pasted)
             self._start_exc(line, "", stripped)

@@ -18,6 +18,7 @@ from lark.exceptions import LarkError
 from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
+from kbdebug import phrases
 from kbdebug._cache import cached
 from kbdebug._resources import data_dir
 from kbdebug.phrases import canonical_text, split_alternatives
@@ -123,28 +124,36 @@ class Anchors:
     MIN_LITERAL = 4
 
     def __init__(self, grammar: Lark, only: str | None = None) -> None:
-        direct: set[str] = set()
-        after: dict[str, bool] = {}  # fixed text -> the free-form token before it may hold spaces
-        templates = {s.name for r in grammar.rules if r.origin.name == "start" for s in r.expansion if not s.is_term}
-        templates = {only} if only else templates
-        for rule in grammar.rules:
-            if rule.origin.name not in templates or not rule.expansion:
-                continue
-            lits = self._starts(grammar, rule.expansion[0])
-            if lits is not None:
-                direct.update(lits)
-                continue
-            for sym in rule.expansion[1:]:  # free-form first token: anchor on the next fixed text
-                nxt = self._starts(grammar, sym)
-                if nxt:
-                    term = grammar.get_terminal(rule.expansion[0].name) if rule.expansion[0].is_term else None
-                    sample = term and re.match(term.pattern.to_regexp(), f"a b {nxt[0]}")
-                    spaces = bool(sample) and " " in sample.group(0)  # type: ignore[union-attr]
-                    for lit in nxt:
-                        after[lit] = after.get(lit, False) or spaces
-                    break
-        self.direct = re.compile("|".join(re.escape(x) for x in sorted(direct, key=len, reverse=True)))
-        self.after = after
+        self.grammar = grammar
+        self._direct: set[str] = set()
+        self.after: dict[str, bool] = {}  # fixed text -> the free-form token before it may hold spaces
+        for rule in grammar.rules:  # each form of `start` (a shared prefix such as `=========` included)
+            if rule.origin.name == (only or "start") and rule.expansion:
+                self._form(list(rule.expansion), frozenset({rule.origin.name}))
+        self.direct = re.compile("|".join(re.escape(x) for x in sorted(self._direct, key=len, reverse=True)))
+
+    def _form(self, seq: list[Symbol], seen: frozenset[str]) -> None:
+        """Anchor one sequence: on its fixed first text, else inside a rule it begins with, else on the
+        fixed text after its free-form first token."""
+        lits = self._starts(self.grammar, seq[0])
+        if lits is not None:
+            self._direct.update(lits)
+            return
+        if not seq[0].is_term:
+            if seq[0].name not in seen:
+                for rule in self.grammar.rules:
+                    if rule.origin.name == seq[0].name and rule.expansion:
+                        self._form([*rule.expansion, *seq[1:]], seen | {seq[0].name})
+            return
+        for sym in seq[1:]:  # free-form first token: anchor on the next fixed text
+            nxt = self._starts(self.grammar, sym)
+            if nxt:
+                term = self.grammar.get_terminal(seq[0].name)
+                sample = re.match(term.pattern.to_regexp(), f"a b {nxt[0]}")
+                spaces = bool(sample) and " " in sample.group(0)  # type: ignore[union-attr]
+                for lit in nxt:
+                    self.after[lit] = self.after.get(lit, False) or spaces
+                return
 
     def _starts(self, grammar: Lark, sym: Symbol, seen: frozenset[str] = frozenset()) -> list[str] | None:
         """The fixed texts `sym` can begin with; None when one of its forms begins with free-form text."""
@@ -228,6 +237,63 @@ def line_start(name: str) -> re.Pattern[str]:
 
     visit(NonTerminal("start"), frozenset())
     return re.compile("|".join(f"(?:{p})" for p in sorted(firsts)))
+
+
+@cache
+def required_texts(name: str) -> dict[str, frozenset[str] | None]:
+    """For each line kind (template) of a grammar, texts one of which every such line holds (None:
+    a line of that kind may hold no fixed text). Read off the grammar's rules and terminals: what a
+    scanner searches for before it knows where a record starts (kbdebug.needles)."""
+    grammar = parser(name)
+    memo: dict[str, frozenset[str] | None] = {}
+
+    def of_symbol(sym: Symbol, seen: frozenset[str]) -> frozenset[str] | None:
+        if sym.is_term:
+            pattern = grammar.get_terminal(sym.name).pattern
+            if isinstance(pattern, PatternStr):
+                return frozenset({pattern.value}) if not pattern.flags else None
+            return phrases.required_texts(pattern.to_regexp())
+        if sym.name in seen:
+            return None
+        if sym.name not in memo:
+            memo[sym.name] = of_rule(sym.name, seen | {sym.name})
+        return memo[sym.name]
+
+    def of_rule(rule_name: str, seen: frozenset[str]) -> frozenset[str] | None:
+        union: set[str] = set()
+        for rule in grammar.rules:
+            if rule.origin.name != rule_name:
+                continue
+            best = _pick([of_symbol(sym, seen) for sym in rule.expansion])
+            if best is None:
+                return None
+            union |= best
+        return frozenset(union) or None
+
+    out: dict[str, frozenset[str] | None] = {}
+    for rule in grammar.rules:  # each form of `start`: its template, and what its whole sequence must hold
+        if rule.origin.name != "start":
+            continue
+        kinds = [sym.name for sym in rule.expansion if not sym.is_term]
+        kind = kinds[0] if kinds else "start"
+        best = _pick([of_symbol(sym, frozenset({"start"})) for sym in rule.expansion])
+        if kind in out and (out[kind] is None or best is None):
+            out[kind] = None
+        else:
+            out[kind] = (out.get(kind) or frozenset()) | best if best else None
+    return out
+
+
+GOOD_TEXT = 6  # a text this long is rare enough in a log to search for
+
+
+def _pick(candidates: list[frozenset[str] | None]) -> frozenset[str] | None:
+    """Of the texts the parts of a sequence must hold: what it begins with when that is long enough
+    (a prefix its kinds share: `=========`), else the best of them."""
+    first = candidates[0] if candidates else None
+    if first and min(len(t) for t in first) >= GOOD_TEXT:
+        return first
+    return max((c for c in candidates if c), key=phrases.texts_score, default=None)
 
 
 @cache

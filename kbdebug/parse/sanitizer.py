@@ -118,10 +118,11 @@ def _hazards(text: str) -> int | None:
 
 
 class SanitizerReader(State):
-    def sanitizer(self, line: Line, body: str) -> None:
-        tree = parse("sanitizer", body) if body.strip() else None
+    def sanitizer(self, line: Line, text: str) -> None:
+        tree = parse("sanitizer", text)
         if tree is None:
             return
+        body = text.lstrip("=").strip()  # after the tool's prefix
         f = SanitizerTree().read(tree)
         kind = f.pop("template")
         if kind == "banner":

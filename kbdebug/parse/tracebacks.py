@@ -47,7 +47,7 @@ class TracebackReader(State):
             self.tb_start = line.no
         if kind == "header":
             self._close_exc()
-            self.frames, self.header = [], True
+            self.frames, self.header, self.plain_frames = [], True, False
             if f["original"]:  # a DataLoader worker / replica re-raise: the inner one is the cause
                 self.wrapper_at = next((i for i in range(len(self.out) - 1, -1, -1) if isinstance(self.out[i], PyException)), None)
         elif kind in _FRAMES:
