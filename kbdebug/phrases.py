@@ -134,7 +134,8 @@ def _literal_alternatives(op: Any, av: Any, c: Any) -> list[str] | None:
     if op is c.BRANCH and all(all(o is c.LITERAL for o, _ in alt.data) for alt in av[1]):
         return ["".join(chr(v) for _, v in alt.data) for alt in av[1]]
     if op is c.SUBPATTERN and not av[1] & re.IGNORECASE and len(av[-1].data) == 1:
-        return _literal_alternatives(*av[-1].data[0], c)
+        inner_op, inner_av = av[-1].data[0]
+        return _literal_alternatives(inner_op, inner_av, c)
     return None
 
 
