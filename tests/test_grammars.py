@@ -228,6 +228,8 @@ OOM = [
 
 @pytest.mark.parametrize(("grammar", "alt", "line"), CASES)
 def test_grammar_alternative(grammar: str, alt: str, line: str) -> None:
+    if grammar == "sanitizer":  # the tool prints every line after its prefix
+        line = "========= " + line.strip()
     tree = parse(grammar, line)
     assert tree is not None, line
     # the line kind is the alternative of `start`, or a rule under it (a sanitizer error under its check)
