@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_cli
 
 from kbdebug.authoring.lint import lint_directory
@@ -144,3 +145,37 @@ def test_each_rule_vocabulary_holds_every_fact_kbdebug_produced_for_it() -> None
     assert len({key for _, key in produced}) > 60 and {rule for rule, _ in produced} == {r.id for r in kb.rules}
     assert {(rule, key) for rule, key in produced if key not in vocab[rule]} == set()
     assert "eror_message" not in vocab["nll_target_out_of_range"] and "first_thread" not in vocab["cuda_oom"]
+
+
+def test_an_example_diagnosed_as_another_cause_is_a_lint_problem(tmp_path: Path) -> None:
+    examples = '[examples]\npositive = ["IndexError: Target 3 is out of bounds.", "RuntimeError: CUDA error: misaligned address"]\n'
+    rule_file(tmp_path, "ex", 'id = "ex"\ntitle = "a user rule"\npriority = 99\n' + examples)
+    assert lint_directory(tmp_path) == [
+        f"{tmp_path / 'ex.toml'}: examples: ex: positive example 2 ('RuntimeError: CUDA error: misaligned address') "
+        "is diagnosed as misaligned_address"
+    ]
+
+
+MISTAKES = {
+    "toml": ("id = 'oops\n", "not valid TOML"),
+    "schema": ('id = "m"\ntitle = "a user rule"\npriority = 300\n', "priority"),
+    "kind": ('id = "m"\ntitle = "a user rule"\n[[match]]\nkind = "kernel_asert"\n', "match[0].kind"),
+    "pattern": ('id = "m"\ntitle = "a user rule"\n[[match]]\nkind = "message"\nfields = { text = "(a+)+$" }\n', "match[0].fields"),
+    "template": ('id = "m"\ntitle = "a user rule"\n[[match]]\nkind = "message"\n', "guide.what"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_each_kind_of_mistake_is_skipped_with_a_warning_and_the_rest_still_work(tmp_path: Path, mistake: str) -> None:
+    text, field = MISTAKES[mistake]
+    guide = GUIDE.format(what="{{ error_message " if mistake == "template" else "The value was wrong here.")
+    (tmp_path / "broken.toml").write_text(text + (guide if mistake in ("kind", "pattern", "template") else ""))
+    examples = '[examples]\npositive = ["IndexError: Target 7 is out of bounds."]\n'
+    rule_file(tmp_path, "good", 'id = "good"\ntitle = "a user rule"\npriority = 99\n' + examples, what="Target {{ target }} is no class.")
+    proc = run_cli("rules", "show", "good", "--kb", str(tmp_path))
+    warning = proc.stderr.decode().splitlines()
+    assert len(warning) == 1 and "rule skipped" in warning[0] and "broken.toml" in warning[0] and field in warning[0]
+    shown = proc.stdout.decode()
+    assert proc.returncode == 0 and 'template = "^target_oob$"' in shown and "| IndexError: Target 7 is out of bounds." in shown
+    assert "Guide, rendered on the first positive example:" in shown and "Target 7 is no class." in shown
+    assert any(line.startswith(f"{tmp_path / 'broken.toml'}: ") and field in line for line in lint_directory(tmp_path))

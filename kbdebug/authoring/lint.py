@@ -3,7 +3,7 @@
 Beyond what loading checks (TOML, the rule model, template syntax), lint looks at what a rule refers
 to: the variables its templates use must be facts the rule's matches can produce (kbdebug.authoring.facts)
 or its own `facts`, its `checks` must be checks the verifier has, its `consequence_of` must name rules
-that exist.
+that exist, and its examples must be diagnosed as it says (kbdebug.authoring.examples).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import jinja2
 import jinja2.meta
 
 from kbdebug._resources import data_dir
+from kbdebug.authoring.examples import check_examples
 from kbdebug.authoring.facts import rule_vocabulary
 from kbdebug.kb.loader import read_rule, read_rule_data, rule_templates
 from kbdebug.kb.model import Rule
@@ -113,9 +114,12 @@ def lint_directory(directory: Path) -> list[str]:
     bundled = [] if directory.resolve() == data_dir("knowledge").resolve() else _bundled_rules()
     everything = bundled + [rule for _, rule, _ in loaded if rule is not None]
     checks = known_checks()
-    for path, _, data in loaded:
+    kb_dirs = None if not bundled else [directory]  # a user rule's examples run in the knowledge base it joins
+    for path, rule, data in loaded:
         for where, problem in undefined_variables(data, everything) + reference_problems(data, everything, checks):
             problems.append(f"{path}: {where}: {problem}")
+        if rule is not None:
+            problems += [f"{path}: examples: {problem}" for problem in check_examples(rule, kb_dirs)]
     problems.sort(key=lambda line: line.split(": ", 1)[0])  # grouped by file, each file's in the order found
     return problems
 
