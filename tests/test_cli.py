@@ -291,3 +291,12 @@ def test_every_help_shows_metavars_and_choices_not_type_tags() -> None:
     explain = run_cli("explain", "-h", env=env).stdout.decode()
     assert "<text|markdown|json|html>" in explain and "FILE..." in explain
     assert "<text|json>" in run_cli("parse", "-h", env=env).stdout.decode()
+
+
+def test_shell_completion_offers_the_format_choices() -> None:
+    import os
+
+    env = {**os.environ, "_KBDEBUG_COMPLETE": "complete_bash", "COMP_WORDS": "kbdebug explain --format ", "COMP_CWORD": "3"}
+    code = "import sys; sys.argv = ['kbdebug']; from kbdebug.cli import app; app(prog_name='kbdebug')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=ROOT, timeout=60)
+    assert proc.stdout.decode().split() == ["text", "markdown", "json", "html"]
