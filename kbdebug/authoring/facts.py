@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kbdebug import records
+from kbdebug._resources import data_dir
 from kbdebug.records import PyException
 
 _PACKAGE = Path(__file__).resolve().parent.parent
@@ -35,6 +36,7 @@ _IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
 _CONTEXT_SOURCES = (("advice.py", "facts"), ("api.py", "facts"), ("kb/matcher.py", "facts"), ("render/__init__.py", "ctx"))
 _GUARD_SOURCE = ("verify/guard_mode.py", "facts")
 _PARSERS = "parse/*.py"
+_GRAMMARS = data_dir("grammars")
 
 
 @dataclass
@@ -228,14 +230,41 @@ def _record_models() -> list[type[records.Record]]:
 
 
 @cache
-def _parser_keys(field_name: str) -> frozenset[str]:
-    """The keys the parsers put in a record's dict-valued field (`values = {"dim": ...}`, `values["op"] = ...`)."""
+def _reader_keys(model_name: str) -> frozenset[str]:
+    """The keys a record's readers can put in its dict-valued field (`TorchMessage.values`): every key the
+    modules of kbdebug/parse/ that build the record write to a mapping, and the field rules of the grammars
+    they read (see `_grammar_fields`)."""
     names: set[str] = set()
     for path in sorted(_PACKAGE.glob(_PARSERS)):
         tree = _tree(str(path.relative_to(_PACKAGE)))
-        if tree is not None:
-            names |= _harvest([tree], field_name, {}).found.names
+        builds = tree is not None and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == model_name for n in ast.walk(tree)
+        )
+        if tree is None or not builds:
+            continue
+        names |= _harvest([tree], None, {}).found.names
+        grammars = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        for grammar in sorted(grammars & {g.stem for g in _GRAMMARS.glob("*.lark")}):
+            names |= _grammar_fields((_GRAMMARS / f"{grammar}.lark").read_text(encoding="utf-8"), tree)
     return frozenset(names)
+
+
+_RULE = re.compile(r"^[?!]?([a-z][a-z0-9_]*)(?:\.\d+)?\s*:", re.M)
+
+
+def _grammar_fields(source: str, reader: ast.Module) -> set[str]:
+    """A grammar's rules that are values named after themselves (`size_a: INT`): every rule but `start`, the
+    templates it lists, and the rules the reader's transformer turns into something else than fields (a
+    method of that name returning a list or a shape rather than a mapping)."""
+    defined = _RULE.findall(source)
+    start = re.search(r"^start\s*:(.*?)(?=^[?!]?[a-z][a-z0-9_]*(?:\.\d+)?\s*:|\Z)", source, re.M | re.S)
+    templates = set(re.findall(r"\b[a-z][a-z0-9_]*\b", start.group(1))) if start else set()
+    built = {
+        f.name
+        for f in _functions(reader).values()
+        if f.returns is not None and not ast.unparse(f.returns).startswith(("dict", "Dict", "Fields", "Mapping"))
+    }
+    return set(defined) - templates - built - {"start"}
 
 
 @cache
@@ -255,8 +284,8 @@ def record_facts() -> dict[str, Vocabulary]:
                 continue
             h = _harvest(method.body, None, {**shapes, **functions}, _literal_fields(model))
             vocab.add(h.found)
-            for name in h.spread:
-                vocab.names |= _parser_keys(name)
+            if h.spread:  # `dict(self.values)`: whatever the readers put there
+                vocab.names |= _reader_keys(model.__name__)
         kind = model.model_fields["kind"].default if "kind" in model.model_fields else None
         if isinstance(kind, str):
             out[kind] = vocab
