@@ -330,10 +330,10 @@ def rule_vocabulary(data: dict[str, Any], folds_in: Iterable[str] = ()) -> Vocab
     into it (`folds_in`), the context, guard's facts when it names guard ops, its own facts and groups."""
     per_kind = record_facts()
     matches = data.get("match")
-    kinds = {m.get("kind") for m in matches if isinstance(m, dict)} if isinstance(matches, list) else set()
+    kinds = {str(m.get("kind")) for m in matches if isinstance(m, dict)} if isinstance(matches, list) else set()
     vocab = Vocabulary().add(context_facts())
     for kind in kinds | set(folds_in):
-        vocab.add(per_kind.get(str(kind), Vocabulary()))
+        vocab.add(per_kind.get(kind, Vocabulary()))
     if data.get("guard_ops"):
         vocab.add(guard_facts())
     own = data.get("facts")

@@ -25,8 +25,8 @@ def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
     """The record kinds of the rules whose incidents fold into this rule's (their `consequence_of` names it,
     one of its groups, or `*`): the matcher adds their records' facts to its incident."""
     rule_id = data.get("id")
-    groups = {f"@{g}" for g in data.get("groups") or () if isinstance(g, str)}
-    catch_all = "fallback" in (data.get("tags") or ()) or "*" in (data.get("consequence_of") or ())
+    groups = {f"@{g}" for g in _strings(data, "groups")}
+    catch_all = "fallback" in _strings(data, "tags") or "*" in _strings(data, "consequence_of")
     kinds: set[str] = set()
     for other in all_rules:
         refs = set(other.consequence_of)
@@ -35,13 +35,20 @@ def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
     return kinds
 
 
+def _strings(data: dict[str, Any], key: str) -> list[str]:
+    """A list-of-strings field of a rule file as written, whatever a broken file holds there."""
+    value = data.get(key)
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 def undefined_variables(data: dict[str, Any], all_rules: list[Rule]) -> list[tuple[str, str]]:
     """(field, problem) for each template variable that none of the rule's matches can produce (see
     kbdebug.authoring.facts) and that the rule does not define itself. A guarded use (`{% if x %}`) counts:
     a fact the rule can never have makes the guarded text dead."""
     env = jinja2.Environment()
     vocab = rule_vocabulary(data, folded_kinds(data, all_rules))
-    kinds = sorted({str(m.get("kind")) for m in data.get("match") or () if isinstance(m, dict)})
+    matches = data.get("match")
+    kinds = sorted({str(m.get("kind")) for m in matches if isinstance(m, dict)} if isinstance(matches, list) else set())
     rule_id = data.get("id", "?")
     problems = []
     for where, text in rule_templates(data):
