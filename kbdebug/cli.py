@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 
 from kbdebug._version import __version__
+from kbdebug.cli_help import Typer
 from kbdebug.term import output_width, use_color
 
 if TYPE_CHECKING:  # the CLI imports the pipeline only inside commands: `--version` and `-h` stay fast
@@ -36,14 +37,14 @@ class ParseFormat(StrEnum):
 
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
-app = typer.Typer(
+app = Typer(
     add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings=_CONTEXT,
     help="Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide.",
 )
-rules_app = typer.Typer(no_args_is_help=True, context_settings=_CONTEXT, help="List, show and lint the rule knowledge base.")
+rules_app = Typer(no_args_is_help=True, context_settings=_CONTEXT, help="List, show and lint the rule knowledge base.")
 app.add_typer(rules_app, name="rules")
 
 KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")]
@@ -336,7 +337,7 @@ def _compare(first, second) -> str:
 @app.command("parse")
 def parse_cmd(
     file: Annotated[str, typer.Argument(metavar="FILE", help="Log file, or - for standard input.")],
-    fmt: Annotated[ParseFormat, typer.Option("--format", "-f", metavar="FORMAT", help="text or json.")] = ParseFormat.text,
+    fmt: Annotated[ParseFormat, typer.Option("--format", "-f", help="Output format.")] = ParseFormat.text,
 ) -> None:
     """Print the records the grammars read from a log (for debugging grammars)."""
     from kbdebug.parse import parse_regions
@@ -369,7 +370,11 @@ def rules_list(kb: KbOption = None) -> None:
 
 
 @rules_app.command("show")
-def rules_show(rule_id: Annotated[str, typer.Argument(metavar="RULE_ID")], kb: KbOption = None, fmt: FormatOption = Format.text) -> None:
+def rules_show(
+    rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", help="A rule id, as `kbdebug rules list` prints it.")],
+    kb: KbOption = None,
+    fmt: FormatOption = Format.text,
+) -> None:
     """Show what a rule matches, its examples, and its guide rendered on its first positive example."""
     from kbdebug.authoring.show import show_rule
     from kbdebug.kb import RuleFileError, load_kb

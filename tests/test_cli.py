@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, run_cli, run_in_pty
@@ -249,3 +250,54 @@ def test_many_logs_show_progress_on_a_terminal(tmp_path: Path) -> None:
     assert status == 0
     assert "diagnosing" in text  # rich's bar, on the terminal's stderr
     assert "summary: 25 logs, 1 distinct crash" in text
+
+
+def _command_paths() -> list[tuple[list[str], Any]]:
+    """Every command and group of the CLI with its path, read from the app itself."""
+    import typer
+
+    from kbdebug.cli import app
+
+    out, todo = [], [([], typer.main.get_command(app))]
+    while todo:
+        path, command = todo.pop()
+        out.append((path, command))
+        todo += [([*path, name], sub) for name, sub in getattr(command, "commands", {}).items()]
+    return out
+
+
+def test_every_help_shows_metavars_and_choices_not_type_tags() -> None:
+    import os
+    import re
+
+    commands = _command_paths()
+    assert {" ".join(p) for p, _ in commands} >= {"", "explain", "run", "parse", "rules", "rules list", "rules show", "rules lint"}
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    for path, command in commands:
+        proc = run_cli(*path, "--help", env=env)
+        shown = proc.stdout.decode()
+        assert proc.returncode == 0 and "Show this message and exit." in shown, path
+        assert re.findall(r"<[^<>|\s]*>", shown) == [], (path, shown)  # `<bool>`, `<list[str]>`, `<text>`, `<path>`
+        usage = next(line for line in shown.splitlines() if "Usage:" in line)
+        for param in command.params:
+            if param.param_type_name == "argument":
+                assert param.metavar and usage.rstrip().endswith(param.metavar) and param.metavar in shown.split("Usage:")[1]
+                assert "{" not in usage and "..." * 2 not in usage
+            elif getattr(param, "is_flag", False):
+                row = next(line for line in shown.splitlines() if param.opts[0] in line)
+                head = row.split((param.help or "").split()[0])[0]  # the names, then the help: nothing between
+                for name in sorted([*param.opts, *param.secondary_opts], key=len, reverse=True):
+                    head = head.replace(name, "")
+                assert head.strip("│ ") == "", row
+    explain = run_cli("explain", "-h", env=env).stdout.decode()
+    assert "<text|markdown|json|html>" in explain and "FILE..." in explain
+    assert "<text|json>" in run_cli("parse", "-h", env=env).stdout.decode()
+
+
+def test_shell_completion_offers_the_format_choices() -> None:
+    import os
+
+    env = {**os.environ, "_KBDEBUG_COMPLETE": "complete_bash", "COMP_WORDS": "kbdebug explain --format ", "COMP_CWORD": "3"}
+    code = "import sys; sys.argv = ['kbdebug']; from kbdebug.cli import app; app(prog_name='kbdebug')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=ROOT, timeout=60)
+    assert proc.stdout.decode().split() == ["text", "markdown", "json", "html"]

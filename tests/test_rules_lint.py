@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, run_cli
 
 from kbdebug.authoring.lint import lint_directory
@@ -42,16 +43,50 @@ def test_templates_variables_checks_and_rule_ids_are_checked(tmp_path: Path) -> 
         "typo",
         'id = "typo"\ntitle = "a user rule"\nchecks = ["class_target"]\n'
         'consequence_of = ["no_such_rule", "nll_target_out_of_range"]\n[facts]\nmine = "{{ kernel_file }}!"',
-        what="The value {{ eror_message }} and {{ mine }} at {{ cublas_status }}.",
+        what="The value {{ eror_message }} and {{ mine }} at {{ innermost_user_frame }} ({{ target }}).",
     )
     rule_file(tmp_path, "unclosed", 'id = "unclosed"\ntitle = "a user rule"', what="The value {% if x %} never closed.")
     problems = lint_directory(tmp_path)
     typo = [p for p in problems if "typo.toml" in p]
-    assert len(typo) == 3
-    assert "guide.what: `eror_message` is not a fact" in typo[0]
-    assert "checks[0]: no check named 'class_target'" in typo[1] and "class_targets" in typo[1]
-    assert "consequence_of[0]: no rule with id 'no_such_rule'" in typo[2]
+    assert len(typo) == 4
+    assert "guide.what: rule 'typo' uses `eror_message`, a fact its matches (message) never produce" in typo[0]
+    assert "facts.mine: rule 'typo' uses `kernel_file`" in typo[1]  # a kernel assert's fact: a message has none
+    assert "checks[0]: no check named 'class_target'" in typo[2] and "class_targets" in typo[2]
+    assert "consequence_of[0]: no rule with id 'no_such_rule'" in typo[3]
     assert [p.split(": ")[1] for p in problems if "unclosed.toml" in p] == ["guide.what"]
+
+
+MATCHES = {
+    "message": '[[match]]\nkind = "message"\nfields = { template = "^target_oob$" }\n',
+    "kernel_assert": '[[match]]\nkind = "kernel_assert"\nfields = { kernel_file = "^MyKernel\\\\.cu$" }\n',
+    "named_group": '[[match]]\nkind = "message"\nfields = { text = "(?P<bad_target>-?\\\\d+) is out of bounds" }\npriority = 100\n',
+}
+
+
+def one_rule(directory: Path, match: str, what: str) -> list[str]:
+    (directory / "r.toml").write_text('id = "r"\ntitle = "a user rule"\n' + MATCHES[match] + GUIDE.format(what=what))
+    return lint_directory(directory)
+
+
+def test_a_guide_variable_is_checked_against_the_facts_of_its_own_matches(tmp_path: Path) -> None:
+    used = "The kernel {% if kernel_file %}{{ kernel_file }}{% endif %} asserted at {{ innermost_user_frame }}."
+    flagged = one_rule(tmp_path, "message", used)
+    assert len(flagged) == 1  # the guarded use counts: a message record never has a kernel file
+    assert flagged[0].startswith(f"{tmp_path / 'r.toml'}: guide.what: rule 'r' uses `kernel_file`, a fact its matches (message)")
+    assert one_rule(tmp_path, "kernel_assert", used) == []  # a kernel assert produces it
+    assert one_rule(tmp_path, "message", "The target {{ target }} of {{ message_template }} on {{ device }}.") == []
+    assert len(one_rule(tmp_path, "kernel_assert", "The target {{ target }} was out of range.")) == 1
+
+
+def test_a_named_group_of_a_pattern_is_a_fact_of_its_rule(tmp_path: Path) -> None:
+    assert one_rule(tmp_path, "named_group", "The target {{ bad_target }} is not a class.") == []
+    assert len(one_rule(tmp_path, "message", "The target {{ bad_target }} is not a class.")) == 1
+    one_rule(tmp_path, "named_group", "The target {{ bad_target }} is not a class.")  # and the matcher fills it in:
+    log = tmp_path / "crash.log"
+    log.write_text("IndexError: Target 17 is out of bounds.\n")
+    proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), str(log))
+    inc = json.loads(proc.stdout)["incidents"][0]
+    assert (inc["rule"], inc["facts"]["bad_target"], inc["guide"]["what"]) == ("r", "17", "The target 17 is not a class.")
 
 
 def test_duplicate_ids_and_empty_directory(tmp_path: Path) -> None:
@@ -92,22 +127,55 @@ def test_rules_show_prints_matches_and_fills_the_guide() -> None:
     assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1
 
 
-def test_fact_vocabulary_holds_every_fact_kbdebug_produced() -> None:
+def test_each_rule_vocabulary_holds_every_fact_kbdebug_produced_for_it() -> None:
+    import tomllib
+
     from test_diagnosis import RULE_FIXTURES
 
     from kbdebug.api import diagnose_text
-    from kbdebug.authoring.lint import fact_vocabulary
+    from kbdebug.authoring.facts import rule_vocabulary
+    from kbdebug.authoring.lint import folded_kinds
     from kbdebug.kb import load_kb
 
-    names, patterns = fact_vocabulary()
     kb = load_kb()
-    produced = {
-        key
-        for text in RULE_FIXTURES.values()
-        for inc in diagnose_text(text).incidents
-        for key in inc.facts
-        if key not in kb.get(inc.rule).facts
-    }  # a rule's own derived facts are checked per rule
-    assert len(produced) > 20
-    assert {k for k in produced if k not in names and not any(p.match(k) for p in patterns)} == set()
-    assert "eror_message" not in names and not any(p.match("eror_message") for p in patterns)
+    data = {r.id: tomllib.loads(kb.sources[r.id].read_text()) for r in kb.rules}
+    vocab = {rid: rule_vocabulary(d, folded_kinds(d, kb.rules)) for rid, d in data.items()}
+    texts = list(RULE_FIXTURES.values()) + [s for r in kb.rules for s in r.examples.positive]
+    produced = {(inc.rule, key) for text in texts for inc in diagnose_text(text).incidents for key in inc.facts}
+    assert len({key for _, key in produced}) > 60 and {rule for rule, _ in produced} == {r.id for r in kb.rules}
+    assert {(rule, key) for rule, key in produced if key not in vocab[rule]} == set()
+    assert "eror_message" not in vocab["nll_target_out_of_range"] and "first_thread" not in vocab["cuda_oom"]
+
+
+def test_an_example_diagnosed_as_another_cause_is_a_lint_problem(tmp_path: Path) -> None:
+    examples = '[examples]\npositive = ["IndexError: Target 3 is out of bounds.", "RuntimeError: CUDA error: misaligned address"]\n'
+    rule_file(tmp_path, "ex", 'id = "ex"\ntitle = "a user rule"\npriority = 99\n' + examples)
+    assert lint_directory(tmp_path) == [
+        f"{tmp_path / 'ex.toml'}: examples: ex: positive example 2 ('RuntimeError: CUDA error: misaligned address') "
+        "is diagnosed as misaligned_address"
+    ]
+
+
+MISTAKES = {
+    "toml": ("id = 'oops\n", "not valid TOML"),
+    "schema": ('id = "m"\ntitle = "a user rule"\npriority = 300\n', "priority"),
+    "kind": ('id = "m"\ntitle = "a user rule"\n[[match]]\nkind = "kernel_asert"\n', "match[0].kind"),
+    "pattern": ('id = "m"\ntitle = "a user rule"\n[[match]]\nkind = "message"\nfields = { text = "(a+)+$" }\n', "match[0].fields"),
+    "template": ('id = "m"\ntitle = "a user rule"\n[[match]]\nkind = "message"\n', "guide.what"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_each_kind_of_mistake_is_skipped_with_a_warning_and_the_rest_still_work(tmp_path: Path, mistake: str) -> None:
+    text, field = MISTAKES[mistake]
+    guide = GUIDE.format(what="{{ error_message " if mistake == "template" else "The value was wrong here.")
+    (tmp_path / "broken.toml").write_text(text + (guide if mistake in ("kind", "pattern", "template") else ""))
+    examples = '[examples]\npositive = ["IndexError: Target 7 is out of bounds."]\n'
+    rule_file(tmp_path, "good", 'id = "good"\ntitle = "a user rule"\npriority = 99\n' + examples, what="Target {{ target }} is no class.")
+    proc = run_cli("rules", "show", "good", "--kb", str(tmp_path))
+    warning = proc.stderr.decode().splitlines()
+    assert len(warning) == 1 and "rule skipped" in warning[0] and "broken.toml" in warning[0] and field in warning[0]
+    shown = proc.stdout.decode()
+    assert proc.returncode == 0 and 'template = "^target_oob$"' in shown and "| IndexError: Target 7 is out of bounds." in shown
+    assert "Guide, rendered on the first positive example:" in shown and "Target 7 is no class." in shown
+    assert any(line.startswith(f"{tmp_path / 'broken.toml'}: ") and field in line for line in lint_directory(tmp_path))

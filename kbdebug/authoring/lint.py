@@ -1,105 +1,55 @@
 """`kbdebug rules lint`: every problem of every rule file at once, as "file: field: sentence" lines.
 
 Beyond what loading checks (TOML, the rule model, template syntax), lint looks at what a rule refers
-to: the variables its templates use must be facts kbdebug can produce (or the rule's own `facts`), its
-`checks` must be checks the verifier has, its `consequence_of` must name rules that exist.
+to: the variables its templates use must be facts the rule's matches can produce (kbdebug.authoring.facts)
+or its own `facts`, its `checks` must be checks the verifier has, its `consequence_of` must name rules
+that exist, and its examples must be diagnosed as it says (kbdebug.authoring.examples).
 """
 
 from __future__ import annotations
 
-import ast
-import re
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import jinja2.meta
-from pydantic import BaseModel
 
 from kbdebug._resources import data_dir
+from kbdebug.authoring.examples import check_examples
+from kbdebug.authoring.facts import rule_vocabulary
 from kbdebug.kb.loader import read_rule, read_rule_data, rule_templates
 from kbdebug.kb.model import Rule
 
-_PACKAGE = Path(__file__).resolve().parent.parent
-# The modules that put facts on an incident; facts are read off records and their frames, and the
-# parsers name the values of messages. A file another version lacks is simply not read.
-_FACT_SOURCES = (
-    "records.py",
-    "frames.py",
-    "shapes.py",
-    "api.py",
-    "advice.py",
-    "diagnosis.py",
-    "kb/matcher.py",
-    "verify/guard_mode.py",
-    "parse/**/*.py",
-)
-_IDENT = re.compile(r"^[a-z][a-z0-9_]*$")
-_ALWAYS = frozenset({"script"})  # added by the renderer for every rule
+
+def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
+    """The record kinds of the rules whose incidents fold into this rule's (their `consequence_of` names it,
+    one of its groups, or `*`): the matcher adds their records' facts to its incident."""
+    rule_id = data.get("id")
+    groups = {f"@{g}" for g in _strings(data, "groups")}
+    catch_all = "fallback" in _strings(data, "tags") or "*" in _strings(data, "consequence_of")
+    kinds: set[str] = set()
+    for other in all_rules:
+        refs = set(other.consequence_of)
+        if other.id != rule_id and (rule_id in refs or refs & groups or ("*" in refs and not catch_all)):
+            kinds |= {m.kind for m in other.match}
+    return kinds
 
 
-@cache
-def fact_vocabulary() -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
-    """Every fact name kbdebug can produce, read from its own source, and patterns for computed names.
-
-    Harvested rather than listed so that it has one home (the code that sets the facts): the string
-    constants of those modules, each record model's fields, and f-strings such as `f"{lib}_status"`
-    read as the pattern `\\w+_status`, and the grammars' rule names (a value rule is named after its fact).
-    """
-    names: set[str] = set(_ALWAYS)
-    patterns: list[re.Pattern[str]] = []
-    for glob in _FACT_SOURCES:
-        for path in sorted(_PACKAGE.glob(glob)):
-            try:
-                tree = ast.parse(path.read_text(encoding="utf-8"))
-            except (OSError, SyntaxError, UnicodeDecodeError):
-                continue
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and _IDENT.match(node.value):
-                    names.add(node.value)
-                elif isinstance(node, ast.keyword) and node.arg:
-                    names.add(node.arg)
-                elif isinstance(node, ast.JoinedStr):
-                    pattern = _fstring_pattern(node)
-                    if pattern is not None:
-                        patterns.append(pattern)
-    from kbdebug import records
-    from kbdebug.parse.grammar import GRAMMARS, parser
-
-    for model in _subclasses(records.Record):
-        names.update(model.model_fields)
-    for grammar in GRAMMARS:  # a grammar names the values it reads: `size_a: INT` is the fact `size_a`
-        names.update(str(rule.origin.name) for rule in parser(grammar).rules)
-    return frozenset(names), tuple(patterns)
+def _strings(data: dict[str, Any], key: str) -> list[str]:
+    """A list-of-strings field of a rule file as written, whatever a broken file holds there."""
+    value = data.get(key)
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
-def _subclasses(cls: type[BaseModel]) -> list[type[BaseModel]]:
-    out: list[type[BaseModel]] = []
-    for sub in cls.__subclasses__():
-        out += [sub, *_subclasses(sub)]
-    return out
-
-
-def _fstring_pattern(node: ast.JoinedStr) -> re.Pattern[str] | None:
-    parts = []
-    for value in node.values:
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            if not re.fullmatch(r"[a-z0-9_]*", value.value):
-                return None
-            parts.append(re.escape(value.value))
-        else:
-            parts.append(r"\w+")
-    literal = "".join(p for p in parts if p != r"\w+")
-    return re.compile("^" + "".join(parts) + "$") if len(literal) >= 3 else None
-
-
-def undefined_variables(data: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, problem) for each template variable that is neither a fact kbdebug produces nor one the rule defines."""
+def undefined_variables(data: dict[str, Any], all_rules: list[Rule]) -> list[tuple[str, str]]:
+    """(field, problem) for each template variable that none of the rule's matches can produce (see
+    kbdebug.authoring.facts) and that the rule does not define itself. A guarded use (`{% if x %}`) counts:
+    a fact the rule can never have makes the guarded text dead."""
     env = jinja2.Environment()
-    names, patterns = fact_vocabulary()
-    own = data.get("facts")
-    known = names | set(own if isinstance(own, dict) else ()) | set(env.globals)
+    vocab = rule_vocabulary(data, folded_kinds(data, all_rules))
+    matches = data.get("match")
+    kinds = sorted({str(m.get("kind")) for m in matches if isinstance(m, dict)} if isinstance(matches, list) else set())
+    rule_id = data.get("id", "?")
     problems = []
     for where, text in rule_templates(data):
         try:
@@ -107,10 +57,10 @@ def undefined_variables(data: dict[str, Any]) -> list[tuple[str, str]]:
         except jinja2.TemplateSyntaxError:
             continue  # reported by the loader
         for var in sorted(used):
-            if var not in known and not any(p.match(var) for p in patterns):
-                problems.append(
-                    (where, f"`{var}` is not a fact kbdebug produces nor one this rule's `facts` defines; it would render empty")
-                )
+            if var not in vocab and var not in env.globals:
+                source = f"its matches ({', '.join(kinds)})" if kinds else "its indicators"
+                sentence = f"rule {rule_id!r} uses `{var}`, a fact {source} never produce and its `facts` do not define"
+                problems.append((where, sentence + "; it would render empty"))
     return problems
 
 
@@ -171,9 +121,12 @@ def lint_directory(directory: Path) -> list[str]:
     bundled = [] if directory.resolve() == data_dir("knowledge").resolve() else _bundled_rules()
     everything = bundled + [rule for _, rule, _ in loaded if rule is not None]
     checks = known_checks()
-    for path, _, data in loaded:
-        for where, problem in undefined_variables(data) + reference_problems(data, everything, checks):
+    kb_dirs = None if not bundled else [directory]  # a user rule's examples run in the knowledge base it joins
+    for path, rule, data in loaded:
+        for where, problem in undefined_variables(data, everything) + reference_problems(data, everything, checks):
             problems.append(f"{path}: {where}: {problem}")
+        if rule is not None:
+            problems += [f"{path}: examples: {problem}" for problem in check_examples(rule, kb_dirs)]
     problems.sort(key=lambda line: line.split(": ", 1)[0])  # grouped by file, each file's in the order found
     return problems
 

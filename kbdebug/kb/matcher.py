@@ -48,6 +48,17 @@ def matches(m: Match, rec: Record) -> bool:
     return True
 
 
+def captured(m: Match, rec: Record) -> dict[str, str]:
+    """The named groups of a match's field patterns (`(?P<op>\\w+)`): facts the rule reads off the record itself."""
+    out: dict[str, str] = {}
+    for name, pattern in m.fields.items():
+        text = field_text(rec, name)
+        found = _rx(pattern).search(text) if text is not None else None
+        if found is not None:
+            out.update({k: v for k, v in found.groupdict().items() if v is not None})
+    return out
+
+
 def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     best: tuple[int, float, Rule, Match] | None = None
     for rule in kb.rules:
@@ -135,6 +146,7 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
 
 def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-") -> Diagnosis:
     incidents: dict[str, Incident] = {}
+    captures: dict[str, dict[str, str]] = {}
     found_all = [best_rule(rec, kb) for rec in records]
     _explain_exceptions(records, found_all)
     for rec, found in zip(records, found_all, strict=True):
@@ -147,6 +159,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
         inc.records.append(rec)  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
+        captures.setdefault(rule.id, {}).update(captured(m, rec))
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
@@ -156,6 +169,8 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         for rec in sorted(inc.records, key=_fact_rank):
             for key, val in rec.facts().items():
                 inc.facts.setdefault(key, val)
+        for key, val in captures.get(inc.rule, {}).items():
+            inc.facts.setdefault(key, val)
     roots = _fold_consequences(list(incidents.values()), kb)
     # device evidence first (it is the cause of what follows); the catch-all only after every named cause
     roots.sort(key=lambda i: (0 if i.device_evidence else 1, kb.tagged(i.rule, "fallback"), i.first_line))
