@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kbdebug.stamps import Stamp, inner_stamp, parse_stamp
+
 MAX_LINE = 8192
 MAX_FLAT = 32 * MAX_LINE  # a log whose newlines were lost is one line: it is split before lines are cut to MAX_LINE
 
@@ -21,6 +23,7 @@ class Line(NamedTuple):
     no: int
     text: str
     rank: int | None = None
+    time: Stamp | None = None  # the time its prefix (or its c10/glog bracket) printed: which rank failed first
 
 
 @dataclass
@@ -38,25 +41,28 @@ class _Raw:
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Prefixes a launcher, a logging handler or a paste put before a line; the named groups `rank` and `time`
+# are kept on the Line (the time is read by kbdebug/stamps.py).
 _PREFIXES = [
-    # (pattern, group holding a rank or None)
-    (re.compile(r"^\[rank(\d+)\]:\s?"), 1),
-    (re.compile(r"^\[default(\d+)\]:\s?"), 1),
-    (re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"), 1),
+    re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),
+    re.compile(r"^\[default(?P<rank>\d+)\]:\s?"),
+    re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(?P<rank>\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"),
     # systemd's journal: `Oct 04 15:02:41 host unit[394]: `
-    (re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "), None),
+    re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: "),
     # glog / vLLM style: `ERROR 03-19 07:27:53 [file.py:375] `
-    (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]\s]+\] "), None),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\] "),
+    # glog itself: `I0501 12:03:11.123456 12345 file.cc:123] `
+    re.compile(r"^(?P<time>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) +\d+ [^\]\s]+:\d+\] "),
     # a notebook's or a chat's `Error: ` before the exception line itself
-    (re.compile(r"^(?:Error|ERROR|Exception)\s*:\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):)"), None),
-    (re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?"), None),
-    (re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?[^\]]*\]\s*"), None),
-    (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"), None),
-    (re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"), None),
+    re.compile(r"^(?:Error|ERROR|Exception)\s*:\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):)"),
+    re.compile(r"^(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s*(?:\|\s*)?"),
+    re.compile(r"^\[(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]]*\]\s*"),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"),
+    re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"),
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
-    (re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"), None),
-    (re.compile(r"^(\d{1,4}): (?=\s*\S)"), 1),
-    (re.compile(r"^>\s?"), None),
+    re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
+    re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
+    re.compile(r"^>\s?"),
 ]
 _GLUE = re.compile(
     r"(?<=\S)(?=Traceback \(most recent call last\):)"
@@ -154,23 +160,29 @@ def _clean(seg: str) -> str:
     return seg
 
 
-def _strip_prefixes(seg: str) -> tuple[str, int | None]:
-    rank = None
+def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
+    rank: int | None = None
+    time: Stamp | None = None
     for _ in range(6):
-        for pattern, group in _PREFIXES:
+        for pattern in _PREFIXES:
             m = pattern.match(seg)
             if m and m.end() < len(seg):
-                if group is not None and rank is None and m.group(group) is not None:
-                    rank = int(m.group(group))
+                found = m.groupdict()
+                if rank is None and found.get("rank") is not None:
+                    rank = int(found["rank"])
+                if time is None and found.get("time") is not None:
+                    time = parse_stamp(found["time"])
                 seg = seg[m.end() :]
                 break
         else:
             break
-    return seg, rank
+    if time is None and seg[:1] == "[":  # c10's own `[E1004 15:02:41.906416 ProcessGroupNCCL.cpp:616]` stays in the text
+        time = inner_stamp(seg)
+    return seg, rank, time
 
 
 def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
-    seg, rank = _strip_prefixes(seg)
+    seg, rank, time = _strip_prefixes(seg)
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
@@ -179,10 +191,10 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
             continue
         part = cut(part, MAX_LINE)
         if i:
-            part, r2 = _strip_prefixes(part)
-            yield Line(no, part, r2 if r2 is not None else rank)
+            part, r2, t2 = _strip_prefixes(part)
+            yield Line(no, part, r2 if r2 is not None else rank, t2 or time)
         else:
-            yield Line(no, part, rank)
+            yield Line(no, part, rank, time)
 
 
 def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: dict[int, int] | None = None) -> list[Line]:
@@ -224,7 +236,7 @@ def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: d
             i += 1
             text += lines[i].text
             last_no = lines[i].no
-        out.append(Line(cur.no, text, cur.rank))
+        out.append(cur._replace(text=text))
         i += 1
     return out
 
