@@ -117,7 +117,7 @@ def normalise(raw: _Raw) -> Region:
     if physical and physical[-1] == "":
         physical.pop()
     lines: list[Line] = []
-    starts: list[bool] = []  # True for the first piece of a physical line: only those can continue a wrap
+    heads: list[str | None] = []  # the first piece of a physical line as printed (only those can continue a wrap), else None
     for offset, phys in enumerate(physical):
         no = raw.line + offset
         first = True
@@ -127,11 +127,21 @@ def normalise(raw: _Raw) -> Region:
                 continue
             for line in _split_prefixed(seg, no):
                 lines.append(line)
-                starts.append(first)
+                heads.append(seg if first else None)
                 first = False
     # a terminal wraps the line as printed, prefix included: widths are read off the physical lines
-    widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys}
-    region.lines = _rejoin_wrapped(lines, starts, widths)
+    phys_widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys}
+    widths = [
+        phys_widths.get(ln.no, len(ln.text)) if i + 1 == len(lines) or lines[i + 1].no != ln.no else len(ln.text)
+        for i, ln in enumerate(lines)
+    ]
+    ends = [ln.no for ln in lines]  # the physical line each ends on
+    for _ in range(MAX_REWRAPS):  # a paste wrapped twice (a terminal at 137 columns, then an e-mail at 80) is undone twice
+        before = len(lines)
+        lines, heads, widths, ends = _rejoin_wrapped(lines, heads, widths, ends)
+        if len(lines) == before:
+            break
+    region.lines = lines
     return region
 
 
@@ -197,57 +207,106 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
             yield Line(no, part, rank, time)
 
 
-def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: dict[int, int] | None = None) -> list[Line]:
-    """Undo hard wrapping at a fixed console width (Windows consoles, pasted terminals).
+MAX_REWRAPS = 3
+MIN_WRAP = 60  # narrower widths are too common among lines of their own to tell a wrap
+LONE_WRAP_WINDOW = 20  # a width only one line has is a wrap only when no line this near is longer
+_BARE_RANK = re.compile(r"^\d{1,4}: ")
 
-    A line is taken as wrapped when its length is one that at least two long lines share and
-    the next line does not look like a line of its own: Windows' 80 columns cut anywhere, other
-    widths only where the continuation starts without indentation and differs from the line.
+
+def _rejoin_wrapped(
+    lines: list[Line], heads: list[str | None], widths: list[int], ends: list[int]
+) -> tuple[list[Line], list[str | None], list[int], list[int]]:
+    """Undo hard wrapping at a fixed console width (Windows consoles, pasted terminals, e-mail).
+
+    A line is taken as wrapped when its width is one that at least two long lines share (each followed by
+    another line: a line repeated verbatim with the same successor is not a wrap), no line between them is
+    longer (a terminal wraps every line at its width), and the next line does not look like a line of its
+    own: Windows' 80 columns cut anywhere, other widths only where the continuation is not indented (one
+    space is the one the cut fell before) and differs from the line. The one longest line of its neighbourhood is a wrap too when it
+    is an indented traceback line followed by an unindented piece (a frame or source line cut in two).
+    Returns the lines, their heads, their widths as printed before the wrap and the physical lines they end on.
     """
-
-    def width(i: int) -> int:  # the physical line's width for its last piece, else the piece's own
-        ln = lines[i]
-        last_piece = i + 1 == len(lines) or lines[i + 1].no != ln.no
-        return phys.get(ln.no, len(ln.text)) if phys is not None and last_piece else len(ln.text)
-
-    seen: dict[int, set[str]] = {}  # distinct texts per width: a line repeated verbatim is not a wrap
-    for i in range(len(lines)):
-        if width(i) >= 60:
-            seen.setdefault(width(i), set()).add(lines[i].text)
-    counts = {w: len(texts) for w, texts in seen.items()}
-    # a terminal wraps every line at its width, so no line is longer: a width some line exceeds is a coincidence
-    longest = max((width(i) for i in range(len(lines))), default=0)
-    widths = {w for w, c in counts.items() if c >= 2 and w <= 400 and w >= longest}
-    if not widths:
-        return lines
+    shared, lone = _wrap_widths(lines, widths)
+    if not shared and not lone:
+        return lines, heads, widths, ends
     out: list[Line] = []
+    out_heads: list[str | None] = []
+    out_widths: list[int] = []
+    out_ends: list[int] = []
     i = 0
     while i < len(lines):
-        cur = lines[i]
-        text, last_no = cur.text, cur.no
-        while (
-            width(i) in widths
-            and i + 1 < len(lines)
-            and lines[i + 1].no == last_no + 1
-            and lines[i + 1].rank is None  # a wrapped line's continuation carries no prefix of its own
-            and (starts is None or starts[i + 1])
-            and _continues(lines[i].text, lines[i + 1], width(i))
-        ):
+        cur, start = lines[i], i
+        text, total = cur.text, widths[i]
+        while i + 1 < len(lines) and lines[i + 1].no == ends[i] + 1 and heads[i + 1] is not None:
+            follow = _continuation(cur, lines[i + 1], heads[i + 1] or "")
+            if follow is None or not (
+                (widths[i] in shared and _continues(lines[i].text, follow, widths[i], _prefixed_only(cur, lines[i + 1])))
+                or (i in lone and _continues_lone(lines[i].text, follow))
+            ):
+                break
             i += 1
-            text += lines[i].text
-            last_no = lines[i].no
+            text += follow
+            total += widths[i]
+        if i > start and "**" in text:  # Markdown bold opened before the wrap and closed after it
+            text = _BOLD.sub(r"\1", text)
         out.append(cur._replace(text=text))
+        out_heads.append(heads[start])
+        out_widths.append(total if i > start else widths[i])
+        out_ends.append(ends[i])
         i += 1
-    return out
+    return out, out_heads, out_widths, out_ends
 
 
-def _continues(text: str, nxt: Line, width: int) -> bool:
-    follow = nxt.text
-    if _RECORD_START.match(follow) or _RULE_LINE.match(text) or follow[:12] == text[:12]:
+def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[int]]:
+    """The widths lines were wrapped at, and the lone lines (by index) that are the one wrapped line of a paste."""
+    # distinct (line, next line) pairs per width: a line repeated verbatim is no wrap, unless at 80 columns, where
+    # the head of each of many similar lines (a kernel assert per thread) is the same and only what follows differs
+    pairs: dict[int, set[tuple[str, str]]] = {}
+    span: dict[int, tuple[int, int]] = {}
+    for i, w in enumerate(widths):
+        if w >= MIN_WRAP and i + 1 < len(lines):
+            pairs.setdefault(w, set()).add((lines[i].text, lines[i + 1].text if w == 80 else ""))
+            span[w] = (span[w][0] if w in span else i, i)
+    shared = {w for w, p in pairs.items() if len(p) >= 2 and w <= 400 and max(widths[span[w][0] : span[w][1] + 1]) <= w}
+    lone = set()
+    for w, (first, last) in span.items():
+        i = first
+        if first == last and lines[i].text[:1].isspace():
+            near = widths[max(0, i - LONE_WRAP_WINDOW) : i + LONE_WRAP_WINDOW]
+            if max(near) == w and near.count(w) == 1:
+                lone.add(i)
+    return shared, lone
+
+
+def _continuation(cur: Line, nxt: Line, head: str) -> str | None:
+    """The text a wrapped line continues with, or None when the next line is another rank's line of its own.
+
+    A continuation carries no prefix of its own, or the head's rank when every line was prefixed after the
+    wrap; a continuation that starts with digits and a colon (`9: UserWarning`) is a cut number, not a rank.
+    """
+    if nxt.rank is None or nxt.rank == cur.rank:
+        return nxt.text
+    if cur.rank is None and _BARE_RANK.match(head):
+        return head
+    return None
+
+
+def _prefixed_only(cur: Line, nxt: Line) -> bool:
+    """The head carries a prefix and the next line none: in a prefixed log that is a continuation, whatever it looks like."""
+    return (cur.rank is not None or cur.time is not None) and nxt.rank is None and nxt.time is None
+
+
+def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) -> bool:
+    if _RULE_LINE.match(text) or follow[:12] == text[:12] or (not prefixed_only and _RECORD_START.match(follow)):
         return False
     if width == 80:
         return True
-    return not follow[:1].isspace()
+    return not follow[:2].isspace()  # a cut before a space leaves one; an indented line of its own has two or more
+
+
+def _continues_lone(text: str, follow: str) -> bool:
+    """An indented traceback line (a frame, a source line) cut in two: the piece after it is not indented as they are."""
+    return len(follow) - len(follow.lstrip()) < 2 and not _RECORD_START.match(follow) and not _RULE_LINE.match(text)
 
 
 def iter_lines(regions: Iterable[Region]) -> Iterator[Line]:

@@ -151,13 +151,14 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
-    _locate_in_traceback(records, found_all, incidents)
+    locators = _locate_in_traceback(records, found_all, incidents)
     for inc in incidents.values():
         inc.first_failure = first_failure(inc.records)
         # the Python exception the user saw names the error; C++ and CUDA records add what it lacks
         for rec in sorted(inc.records, key=_fact_rank):
             for key, val in rec.facts().items():
-                inc.facts.setdefault(key, val)
+                if not (key == "error_message" and id(rec) in locators):
+                    inc.facts.setdefault(key, val)
     roots = _fold_consequences(list(incidents.values()), kb)
     # device evidence first (it is the cause of what follows); the catch-all only after every named cause
     roots.sort(key=lambda i: (0 if i.device_evidence else 1, kb.tagged(i.rule, "fallback"), i.first_line))
@@ -178,9 +179,12 @@ def _fact_rank(rec: Record) -> int:
     return 1 if exc_type.endswith("Warning") else 0
 
 
-def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] | None], incidents: dict[str, Incident]) -> None:
+def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] | None], incidents: dict[str, Incident]) -> set[int]:
     """An error read from a line of its own (an anomaly-mode warning, a bare message) is located by the
-    traceback that follows it when that traceback names no error of its own (it was cut off)."""
+    traceback that follows it when that traceback names no error of its own (it was cut off). Returns the
+    ids of those tracebacks: they give the error its frames, never a message (whatever followed the cut,
+    training output say, was read as one)."""
+    added: set[int] = set()
     located = {id(r) for inc in incidents.values() for r in inc.records if getattr(r, "frames", None)}
     for inc in incidents.values():
         if any(id(r) in located for r in inc.records):
@@ -192,6 +196,8 @@ def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] |
         ]
         if after:  # the last traceback printed is the error's own (an anomaly warning prints the forward call's first)
             inc.records.append(after[-1])  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
+            added.add(id(after[-1]))
+    return added
 
 
 def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | None]) -> None:
