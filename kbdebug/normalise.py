@@ -237,7 +237,8 @@ def _rejoin_wrapped(
     while i < len(lines):
         cur, start = lines[i], i
         text, total = cur.text, widths[i]
-        while i + 1 < len(lines) and lines[i + 1].no == ends[i] + 1 and heads[i + 1] is not None:
+        # a continuation is never wider than the line it continues (it would have been wrapped too)
+        while i + 1 < len(lines) and lines[i + 1].no == ends[i] + 1 and heads[i + 1] is not None and widths[i + 1] <= widths[i]:
             follow = _continuation(cur, lines[i + 1], heads[i + 1] or "")
             if follow is None or not (
                 (widths[i] in shared and _continues(lines[i].text, follow, widths[i], _prefixed_only(cur, lines[i + 1])))
@@ -267,7 +268,7 @@ def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[in
         if w >= MIN_WRAP and i + 1 < len(lines):
             pairs.setdefault(w, set()).add((lines[i].text, lines[i + 1].text if w == 80 else ""))
             span[w] = (span[w][0] if w in span else i, i)
-    shared = {w for w, p in pairs.items() if len(p) >= 2 and w <= 400 and max(widths[span[w][0] : span[w][1] + 1]) <= w}
+    shared = {w for w, p in pairs.items() if len(p) >= 2 and w <= 400 and max(widths[span[w][0] : span[w][1] + 2]) <= w}
     lone = set()
     for w, (first, last) in span.items():
         i = first
