@@ -1,10 +1,11 @@
 """Timestamps as logs print them, read into one comparable form: which rank failed first, and when.
 
 Launchers and logging handlers stamp lines in their own styles: ISO 8601 (`2024-05-01T12:03:11.123Z`,
-Python logging's `2024-05-01 12:03:11,123`, bracketed or not; torchrun's failure table `2025-03-01_10:00:00`), glog and c10 (`I0501 12:03:11.123456`,
-`[E424 01:17:25.031978332 ProcessGroupNCCL.cpp:1895]`, month not zero-padded), journald
-(`Oct 04 15:02:41`) and vLLM (`03-19 07:27:53`). Only ISO prints a year: a stamp keeps whether it
-had one, and two stamps compare on month, day and time when either lacks it.
+Python logging's `2024-05-01 12:03:11,123`, bracketed or not; torchrun's failure table's
+`2025-03-01_10:00:00`), glog and c10 (`I0501 12:03:11.123456`, `[E424 01:17:25.031978332
+ProcessGroupNCCL.cpp:1895]`, month not zero-padded), journald (`Oct 04 15:02:41`) and vLLM
+(`03-19 07:27:53`). Only ISO prints a year: a stamp keeps whether it had one, and two stamps
+compare on month, day and time when either lacks it.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -273,7 +274,7 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Inc
     return [i for i in incidents if i.rule not in folded]
 
 
-def first_failure(records: list[Record]) -> FirstFailure | None:
+def first_failure(records: Sequence[Record]) -> FirstFailure | None:
     """The earliest time-stamped failure among the records (a warning is not a failure)."""
     failures = {
         rec.time: rec
