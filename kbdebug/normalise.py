@@ -310,6 +310,11 @@ def _continues_lone(text: str, follow: str) -> bool:
     return len(follow) - len(follow.lstrip()) < 2 and not _RECORD_START.match(follow) and not _RULE_LINE.match(text)
 
 
+def lines_of(text: str) -> list[Line]:
+    """A small text's lines as the grammars read them (no scanning for needles: all of it)."""
+    return normalise(_Raw(0, text.encode("utf-8", "surrogatepass"), 1)).lines
+
+
 def iter_lines(regions: Iterable[Region]) -> Iterator[Line]:
     for region in regions:
         yield from region.lines

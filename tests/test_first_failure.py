@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 
 from kbdebug.api import diagnose_text
-from kbdebug.scan import scan_text
+from kbdebug.normalise import lines_of
 from kbdebug.stamps import earliest, parse_stamp
 
 ASSERT = [
@@ -87,7 +87,7 @@ def test_no_time_stamps_no_first_failure() -> None:
 
 def test_lines_keep_their_time_and_rank() -> None:
     text = "2024-05-01 12:03:11,123 - ERROR - [rank3]: RuntimeError: boom\n[E1004 15:02:41.906416000 ProcessGroupNCCL.cpp:616] x\nplain\n"
-    lines = [ln for region in scan_text(text) for ln in region.lines]
+    lines = lines_of(text)
     assert [(ln.rank, ln.time.at if ln.time else None) for ln in lines] == [
         (3, "2024-05-01T12:03:11.123000"),
         (None, "--10-04T15:02:41.906416"),

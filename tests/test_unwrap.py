@@ -4,11 +4,11 @@ corpus showed): the same crash keeps its signature wrapped, prefixed, amid noise
 from __future__ import annotations
 
 from kbdebug.api import diagnose_text
-from kbdebug.scan import scan_text
+from kbdebug.normalise import lines_of
 
 
 def texts(text: str) -> list[str]:
-    return [ln.text for region in scan_text(text) for ln in region.lines]
+    return [ln.text for ln in lines_of(text)]
 
 
 def wrap(text: str, width: int) -> str:
