@@ -18,6 +18,23 @@ class Consequence(BaseModel):
     facts: dict[str, Any] = {}  # its own facts: they never become the root's when read on other ranks
 
 
+class FirstFailure(BaseModel):
+    """Which rank failed first and when, read off the time stamps of the failure's own lines (and of the
+    other ranks' failures folded into it): the earliest stamped one, whatever rank printed it."""
+
+    rank: int | None = None
+    time: str  # as the log printed it
+    at: str  # ISO 8601 (`--MM-DDT...` when the log printed no year), for sorting
+    line: int  # the line it was read on
+    source: str | None = None  # the input it was read in, when several inputs were diagnosed together
+
+    def describe(self) -> str:
+        """`rank 3 at 2024-05-01 12:03:11` (the input's name stands in when no rank was printed)."""
+        who = f"rank {self.rank}" if self.rank is not None else (self.source or f"line {self.line}")
+        where = f" ({self.source})" if self.source and self.rank is not None else ""
+        return f"{who} at {self.time}{where}"
+
+
 class Incident(BaseModel):
     rule: str
     title: str
@@ -32,6 +49,7 @@ class Incident(BaseModel):
     fix: str = ""
     guide: dict[str, str] = {}
     consequences: list[Consequence] = []
+    first_failure: FirstFailure | None = None  # when the log is time-stamped
     first_line: int = 0
     device_evidence: bool = False
     verification: list[dict[str, Any]] = []

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kbdebug.stamps import Stamp, inner_stamp, parse_stamp
+
 MAX_LINE = 8192
 MAX_FLAT = 32 * MAX_LINE  # a log whose newlines were lost is one line: it is split before lines are cut to MAX_LINE
 
@@ -21,6 +23,7 @@ class Line(NamedTuple):
     no: int
     text: str
     rank: int | None = None
+    time: Stamp | None = None  # the time its prefix (or its c10/glog bracket) printed: which rank failed first
 
 
 @dataclass
@@ -38,25 +41,28 @@ class _Raw:
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Prefixes a launcher, a logging handler or a paste put before a line; the named groups `rank` and `time`
+# are kept on the Line (the time is read by kbdebug/stamps.py).
 _PREFIXES = [
-    # (pattern, group holding a rank or None)
-    (re.compile(r"^\[rank(\d+)\]:\s?"), 1),
-    (re.compile(r"^\[default(\d+)\]:\s?"), 1),
-    (re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"), 1),
+    re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),
+    re.compile(r"^\[default(?P<rank>\d+)\]:\s?"),
+    re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(?P<rank>\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"),
     # systemd's journal: `Oct 04 15:02:41 host unit[394]: `
-    (re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s:\[]+(?:\[\d+\])?: "), None),
+    re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: "),
     # glog / vLLM style: `ERROR 03-19 07:27:53 [file.py:375] `
-    (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]\s]+\] "), None),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\] "),
+    # glog itself: `I0501 12:03:11.123456 12345 file.cc:123] `
+    re.compile(r"^(?P<time>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) +\d+ [^\]\s]+:\d+\] "),
     # a notebook's or a chat's `Error: ` before the exception line itself
-    (re.compile(r"^(?:Error|ERROR|Exception)\s*:\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):)"), None),
-    (re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s*(?:\|\s*)?"), None),
-    (re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?[^\]]*\]\s*"), None),
-    (re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"), None),
-    (re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"), None),
+    re.compile(r"^(?:Error|ERROR|Exception)\s*:\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):)"),
+    re.compile(r"^(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s*(?:\|\s*)?"),
+    re.compile(r"^\[(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]]*\]\s*"),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"),
+    re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"),
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
-    (re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"), None),
-    (re.compile(r"^(\d{1,4}): (?=\s*\S)"), 1),
-    (re.compile(r"^>\s?"), None),
+    re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
+    re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
+    re.compile(r"^>\s?"),
 ]
 _GLUE = re.compile(
     r"(?<=\S)(?=Traceback \(most recent call last\):)"
@@ -111,7 +117,7 @@ def normalise(raw: _Raw) -> Region:
     if physical and physical[-1] == "":
         physical.pop()
     lines: list[Line] = []
-    starts: list[bool] = []  # True for the first piece of a physical line: only those can continue a wrap
+    heads: list[str | None] = []  # the first piece of a physical line as printed (only those can continue a wrap), else None
     for offset, phys in enumerate(physical):
         no = raw.line + offset
         first = True
@@ -121,11 +127,21 @@ def normalise(raw: _Raw) -> Region:
                 continue
             for line in _split_prefixed(seg, no):
                 lines.append(line)
-                starts.append(first)
+                heads.append(seg if first else None)
                 first = False
     # a terminal wraps the line as printed, prefix included: widths are read off the physical lines
-    widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys}
-    region.lines = _rejoin_wrapped(lines, starts, widths)
+    phys_widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys}
+    widths = [
+        phys_widths.get(ln.no, len(ln.text)) if i + 1 == len(lines) or lines[i + 1].no != ln.no else len(ln.text)
+        for i, ln in enumerate(lines)
+    ]
+    ends = [ln.no for ln in lines]  # the physical line each ends on
+    for _ in range(MAX_REWRAPS):  # a paste wrapped twice (a terminal at 137 columns, then an e-mail at 80) is undone twice
+        before = len(lines)
+        lines, heads, widths, ends = _rejoin_wrapped(lines, heads, widths, ends)
+        if len(lines) == before:
+            break
+    region.lines = lines
     return region
 
 
@@ -154,23 +170,29 @@ def _clean(seg: str) -> str:
     return seg
 
 
-def _strip_prefixes(seg: str) -> tuple[str, int | None]:
-    rank = None
+def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
+    rank: int | None = None
+    time: Stamp | None = None
     for _ in range(6):
-        for pattern, group in _PREFIXES:
+        for pattern in _PREFIXES:
             m = pattern.match(seg)
             if m and m.end() < len(seg):
-                if group is not None and rank is None and m.group(group) is not None:
-                    rank = int(m.group(group))
+                found = m.groupdict()
+                if rank is None and found.get("rank") is not None:
+                    rank = int(found["rank"])
+                if time is None and found.get("time") is not None:
+                    time = parse_stamp(found["time"])
                 seg = seg[m.end() :]
                 break
         else:
             break
-    return seg, rank
+    if time is None and seg[:1] == "[":  # c10's own `[E1004 15:02:41.906416 ProcessGroupNCCL.cpp:616]` stays in the text
+        time = inner_stamp(seg)
+    return seg, rank, time
 
 
 def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
-    seg, rank = _strip_prefixes(seg)
+    seg, rank, time = _strip_prefixes(seg)
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
@@ -179,63 +201,118 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
             continue
         part = cut(part, MAX_LINE)
         if i:
-            part, r2 = _strip_prefixes(part)
-            yield Line(no, part, r2 if r2 is not None else rank)
+            part, r2, t2 = _strip_prefixes(part)
+            yield Line(no, part, r2 if r2 is not None else rank, t2 or time)
         else:
-            yield Line(no, part, rank)
+            yield Line(no, part, rank, time)
 
 
-def _rejoin_wrapped(lines: list[Line], starts: list[bool] | None = None, phys: dict[int, int] | None = None) -> list[Line]:
-    """Undo hard wrapping at a fixed console width (Windows consoles, pasted terminals).
+MAX_REWRAPS = 3
+MIN_WRAP = 60  # narrower widths are too common among lines of their own to tell a wrap
+LONE_WRAP_WINDOW = 20  # a width only one line has is a wrap only when no line this near is longer
+_BARE_RANK = re.compile(r"^\d{1,4}: ")
 
-    A line is taken as wrapped when its length is one that at least two long lines share and
-    the next line does not look like a line of its own: Windows' 80 columns cut anywhere, other
-    widths only where the continuation starts without indentation and differs from the line.
+
+def _rejoin_wrapped(
+    lines: list[Line], heads: list[str | None], widths: list[int], ends: list[int]
+) -> tuple[list[Line], list[str | None], list[int], list[int]]:
+    """Undo hard wrapping at a fixed console width (Windows consoles, pasted terminals, e-mail).
+
+    A line is taken as wrapped when its width is one that at least two long lines share (each followed by
+    another line: a line repeated verbatim with the same successor is not a wrap), no line between them is
+    longer (a terminal wraps every line at its width), and the next line does not look like a line of its
+    own: Windows' 80 columns cut anywhere, other widths only where the continuation is not indented (one
+    space is the one the cut fell before) and differs from the line. The one longest line of its neighbourhood is a wrap too when it
+    is an indented traceback line followed by an unindented piece (a frame or source line cut in two).
+    Returns the lines, their heads, their widths as printed before the wrap and the physical lines they end on.
     """
-
-    def width(i: int) -> int:  # the physical line's width for its last piece, else the piece's own
-        ln = lines[i]
-        last_piece = i + 1 == len(lines) or lines[i + 1].no != ln.no
-        return phys.get(ln.no, len(ln.text)) if phys is not None and last_piece else len(ln.text)
-
-    seen: dict[int, set[str]] = {}  # distinct texts per width: a line repeated verbatim is not a wrap
-    for i in range(len(lines)):
-        if width(i) >= 60:
-            seen.setdefault(width(i), set()).add(lines[i].text)
-    counts = {w: len(texts) for w, texts in seen.items()}
-    # a terminal wraps every line at its width, so no line is longer: a width some line exceeds is a coincidence
-    longest = max((width(i) for i in range(len(lines))), default=0)
-    widths = {w for w, c in counts.items() if c >= 2 and w <= 400 and w >= longest}
-    if not widths:
-        return lines
+    shared, lone = _wrap_widths(lines, widths)
+    if not shared and not lone:
+        return lines, heads, widths, ends
     out: list[Line] = []
+    out_heads: list[str | None] = []
+    out_widths: list[int] = []
+    out_ends: list[int] = []
     i = 0
     while i < len(lines):
-        cur = lines[i]
-        text, last_no = cur.text, cur.no
-        while (
-            width(i) in widths
-            and i + 1 < len(lines)
-            and lines[i + 1].no == last_no + 1
-            and lines[i + 1].rank is None  # a wrapped line's continuation carries no prefix of its own
-            and (starts is None or starts[i + 1])
-            and _continues(lines[i].text, lines[i + 1], width(i))
-        ):
+        cur, start = lines[i], i
+        text, total = cur.text, widths[i]
+        # a continuation is never wider than the line it continues (it would have been wrapped too)
+        while i + 1 < len(lines) and lines[i + 1].no == ends[i] + 1 and heads[i + 1] is not None and widths[i + 1] <= widths[i]:
+            follow = _continuation(cur, lines[i + 1], heads[i + 1] or "")
+            if follow is None or not (
+                (widths[i] in shared and _continues(lines[i].text, follow, widths[i], _prefixed_only(cur, lines[i + 1])))
+                or (i in lone and _continues_lone(lines[i].text, follow))
+            ):
+                break
             i += 1
-            text += lines[i].text
-            last_no = lines[i].no
-        out.append(Line(cur.no, text, cur.rank))
+            text += follow
+            total += widths[i]
+        if i > start and "**" in text:  # Markdown bold opened before the wrap and closed after it
+            text = _BOLD.sub(r"\1", text)
+        out.append(cur._replace(text=text))
+        out_heads.append(heads[start])
+        out_widths.append(total if i > start else widths[i])
+        out_ends.append(ends[i])
         i += 1
-    return out
+    return out, out_heads, out_widths, out_ends
 
 
-def _continues(text: str, nxt: Line, width: int) -> bool:
-    follow = nxt.text
-    if _RECORD_START.match(follow) or _RULE_LINE.match(text) or follow[:12] == text[:12]:
+def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[int]]:
+    """The widths lines were wrapped at, and the lone lines (by index) that are the one wrapped line of a paste."""
+    # distinct (line, next line) pairs per width: a line repeated verbatim is no wrap, unless at 80 columns, where
+    # the head of each of many similar lines (a kernel assert per thread) is the same and only what follows differs
+    pairs: dict[int, set[tuple[str, str]]] = {}
+    span: dict[int, tuple[int, int]] = {}
+    for i, w in enumerate(widths):
+        if w >= MIN_WRAP and i + 1 < len(lines):
+            pairs.setdefault(w, set()).add((lines[i].text, lines[i + 1].text if w == 80 else ""))
+            span[w] = (span[w][0] if w in span else i, i)
+    shared = {w for w, p in pairs.items() if len(p) >= 2 and w <= 400 and max(widths[span[w][0] : span[w][1] + 2]) <= w}
+    lone = set()
+    for w, (first, last) in span.items():
+        i = first
+        if first == last and lines[i].text[:1].isspace():
+            near = widths[max(0, i - LONE_WRAP_WINDOW) : i + LONE_WRAP_WINDOW]
+            if max(near) == w and near.count(w) == 1:
+                lone.add(i)
+    return shared, lone
+
+
+def _continuation(cur: Line, nxt: Line, head: str) -> str | None:
+    """The text a wrapped line continues with, or None when the next line is another rank's line of its own.
+
+    A continuation carries no prefix of its own, or the head's rank when every line was prefixed after the
+    wrap; a continuation that starts with digits and a colon (`9: UserWarning`) is a cut number, not a rank.
+    """
+    if nxt.rank is None or nxt.rank == cur.rank:
+        return nxt.text
+    if cur.rank is None and _BARE_RANK.match(head):
+        return head
+    return None
+
+
+def _prefixed_only(cur: Line, nxt: Line) -> bool:
+    """The head carries a prefix and the next line none: in a prefixed log that is a continuation, whatever it looks like."""
+    return (cur.rank is not None or cur.time is not None) and nxt.rank is None and nxt.time is None
+
+
+def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) -> bool:
+    if _RULE_LINE.match(text) or follow[:12] == text[:12] or (not prefixed_only and _RECORD_START.match(follow)):
         return False
     if width == 80:
         return True
-    return not follow[:1].isspace()
+    return not follow[:2].isspace()  # a cut before a space leaves one; an indented line of its own has two or more
+
+
+def _continues_lone(text: str, follow: str) -> bool:
+    """An indented traceback line (a frame, a source line) cut in two: the piece after it is not indented as they are."""
+    return len(follow) - len(follow.lstrip()) < 2 and not _RECORD_START.match(follow) and not _RULE_LINE.match(text)
+
+
+def lines_of(text: str) -> list[Line]:
+    """A small text's lines as the grammars read them (no scanning for needles: all of it)."""
+    return normalise(_Raw(0, text.encode("utf-8", "surrogatepass"), 1)).lines
 
 
 def iter_lines(regions: Iterable[Region]) -> Iterator[Line]:

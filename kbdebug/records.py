@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kbdebug.frames import basename, is_library_path
 from kbdebug.shapes import relation, shape_facts, shapes_in
+from kbdebug.stamps import Stamp, parse_stamp
 
 Triple = tuple[int, int, int]
 
@@ -24,12 +25,17 @@ class Record(BaseModel):
     last_line: int = 0
     raw: str = ""
     rank: int | None = None
+    time: Stamp | None = None  # the time its line was stamped with (a launcher's or logger's prefix): who failed first
     if TYPE_CHECKING:  # each record type declares its own Literal `kind`, the union's discriminator
         kind: str
 
     def facts(self) -> dict[str, Any]:
         """The facts of rule-ids.md this record carries; each record kind says its own."""
         return {} if self.rank is None else {"rank": self.rank}
+
+    def failed_rank_of(self) -> int | None:
+        """The rank whose failure this record reports: the rank that printed it, unless it names another."""
+        return self.rank
 
     def _fields(self, *names: str) -> dict[str, Any]:
         """The named fields that are set, under their own names."""
@@ -388,11 +394,22 @@ class ElasticFailure(Record):
     local_rank: int | None = None
     exitcode: int | None = None
     host: str | None = None
-    time: str | None = None
     error_file: str | None = None
+    # the table's `time : 2025-03-01_10:00:00` is set after the record is made: read it as a stamp then too
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _stamp(cls, value: Any) -> Any:
+        return parse_stamp(value) if isinstance(value, str) else value
+
+    def failed_rank_of(self) -> int | None:
+        return self.failed_rank if self.failed_rank is not None else self.rank
 
     def facts(self) -> dict[str, Any]:
-        f = super().facts() | self._fields("local_rank", "exitcode", "host", "time")
+        f = super().facts() | self._fields("local_rank", "exitcode", "host")
+        if self.time is not None:
+            f["time"] = self.time.text
         if self.failed_rank is not None:
             f["rank"] = self.failed_rank
         return f

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from kbdebug.diagnosis import Consequence, Diagnosis, Incident
+from kbdebug.diagnosis import Consequence, Diagnosis, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
 from kbdebug.kb.patterns import Pattern, compile_pattern
 from kbdebug.phrases import canonical_text
 from kbdebug.records import Record
+from kbdebug.stamps import Stamp, earliest
 
 DEVICE_KINDS = ("kernel_assert", "sanitizer")
 
@@ -163,12 +165,14 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
-    _locate_in_traceback(records, found_all, incidents)
+    locators = _locate_in_traceback(records, found_all, incidents)
     for inc in incidents.values():
+        inc.first_failure = first_failure(inc.records)
         # the Python exception the user saw names the error; C++ and CUDA records add what it lacks
         for rec in sorted(inc.records, key=_fact_rank):
             for key, val in rec.facts().items():
-                inc.facts.setdefault(key, val)
+                if not (key == "error_message" and id(rec) in locators):
+                    inc.facts.setdefault(key, val)
         for key, val in captures.get(inc.rule, {}).items():
             inc.facts.setdefault(key, val)
     roots = _fold_consequences(list(incidents.values()), kb)
@@ -191,9 +195,12 @@ def _fact_rank(rec: Record) -> int:
     return 1 if exc_type.endswith("Warning") else 0
 
 
-def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] | None], incidents: dict[str, Incident]) -> None:
+def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] | None], incidents: dict[str, Incident]) -> set[int]:
     """An error read from a line of its own (an anomaly-mode warning, a bare message) is located by the
-    traceback that follows it when that traceback names no error of its own (it was cut off)."""
+    traceback that follows it when that traceback names no error of its own (it was cut off). Returns the
+    ids of those tracebacks: they give the error its frames, never a message (whatever followed the cut,
+    training output say, was read as one)."""
+    added: set[int] = set()
     located = {id(r) for inc in incidents.values() for r in inc.records if getattr(r, "frames", None)}
     for inc in incidents.values():
         if any(id(r) in located for r in inc.records):
@@ -205,6 +212,8 @@ def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] |
         ]
         if after:  # the last traceback printed is the error's own (an anomaly warning prints the forward call's first)
             inc.records.append(after[-1])  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
+            added.add(id(after[-1]))
+    return added
 
 
 def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | None]) -> None:
@@ -271,11 +280,33 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Inc
         # another rank's timeout facts (op, seq) are that rank's and stay in its consequence
         cause_ranks = {r.rank for r in cause.records if r.rank is not None}
         cause.records.extend(inc.records)
+        if cause.first_failure is not None and inc.first_failure is not None:  # the cause's own time must be known
+            cause.first_failure = earlier(cause.first_failure, inc.first_failure)
         for rec in inc.records:
             if not cause_ranks or rec.rank is None or rec.rank in cause_ranks:
                 for key, val in rec.facts().items():
                     cause.facts.setdefault(key, val)
     return [i for i in incidents if i.rule not in folded]
+
+
+def first_failure(records: Sequence[Record]) -> FirstFailure | None:
+    """The earliest time-stamped failure among the records (a warning is not a failure)."""
+    failures = {
+        rec.time: rec
+        for rec in reversed(records)
+        if rec.time is not None and rec.kind != "arch_warning" and not (getattr(rec, "exc_type", None) or "").endswith("Warning")
+    }
+    first = earliest(failures)
+    if first is None:
+        return None
+    rec = failures[first]
+    return FirstFailure(rank=rec.failed_rank_of(), time=first.text, at=first.at, line=rec.first_line)
+
+
+def earlier(a: FirstFailure, b: FirstFailure) -> FirstFailure:
+    """The earlier of two first failures (of two ranks, or of two inputs of one job)."""
+    first = earliest([Stamp(a.time, a.at), Stamp(b.time, b.at)])
+    return a if first == Stamp(a.time, a.at) else b
 
 
 def rank_list(ranks: list[int]) -> str:

@@ -57,6 +57,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
                     last_line=tail[-1].no,
                     raw="\n".join(t.text for t in tail),
                     rank=tail[-1].rank,
+                    time=tail[-1].time,
                     exc_type="",
                     message="\n".join(t.text.strip() for t in tail),
                 )

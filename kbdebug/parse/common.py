@@ -30,8 +30,8 @@ def triple(text: str) -> tuple[int, int, int]:
 
 
 def read_at(line: Line) -> dict[str, Any]:
-    """Where a record read off one line comes from: its line number (first and last), text and rank."""
-    return {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank}
+    """Where a record read off one line comes from: its line number (first and last), text, rank and time."""
+    return {"first_line": line.no, "last_line": line.no, "raw": line.text, "rank": line.rank, "time": line.time}
 
 
 class State:

@@ -83,7 +83,7 @@ class CudaReader(State):
     def _reread(self, line: Line, text: str) -> None:
         """Read a message held inside another (an error's text, what()'s) as a line of its own."""
         if text and text != line.text.strip():
-            self.cuda_line(Line(line.no, text, line.rank))
+            self.cuda_line(line._replace(text=text))
 
     # -- OOM ---------------------------------------------------------------------------------
     def oom(self, line: Line) -> None:

@@ -115,7 +115,7 @@ class TracebackReader(State):
             return
         known = {(r.kind, r.first_line) for r in self.out[-8:]}
         for folded in dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n")))):
-            line = Line(exc.first_line, folded, exc.rank)
+            line = Line(exc.first_line, folded, exc.rank, exc.time)
             before = len(self.out)
             if ("oom", exc.first_line) not in known and "out of memory" in folded:
                 self.oom(line)

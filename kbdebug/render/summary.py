@@ -7,7 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbdebug.diagnosis import Diagnosis
+from kbdebug.diagnosis import Diagnosis, FirstFailure
+from kbdebug.kb.matcher import earlier
 from kbdebug.render import JSON_SCHEMA_VERSION
 
 EXAMPLES = 3
@@ -40,8 +41,20 @@ def group(diags: list[Diagnosis]) -> tuple[list[Group], list[str]]:
     return sorted(groups.values(), key=lambda g: (-len(g.members), g.rule)), nothing
 
 
+def first_failure(diags: list[Diagnosis]) -> FirstFailure | None:
+    """The earliest stamped failure over all the inputs (one file per rank of a job: the rank that broke first)."""
+    first: FirstFailure | None = None
+    for diag in diags:
+        root = diag.root
+        if root is not None and root.first_failure is not None:
+            mine = root.first_failure.model_copy(update={"source": diag.source})
+            first = mine if first is None else earlier(first, mine)
+    return first
+
+
 def render_summary(diags: list[Diagnosis], fmt: str) -> str:
     groups, nothing = group(diags)
+    first = first_failure(diags)
     if fmt == "json":
         obj: dict[str, Any] = {
             "schema_version": JSON_SCHEMA_VERSION,
@@ -49,6 +62,7 @@ def render_summary(diags: list[Diagnosis], fmt: str) -> str:
                 "logs": len(diags),
                 "crashes": len(groups),
                 "nothing_recognised": nothing,
+                "first_failure": first.model_dump(mode="json") if first else None,
                 "groups": [
                     {
                         "signature": g.signature,
@@ -67,8 +81,10 @@ def render_summary(diags: list[Diagnosis], fmt: str) -> str:
     head = f"{len(diags)} logs, {len(groups)} distinct crash{'es' if len(groups) != 1 else ''}" + (
         f", nothing recognised in {len(nothing)}" if nothing else ""
     )
+    said = f"First failure: {first.describe()}" if first else ""
     if fmt == "markdown":
-        rows = [f"### Summary: {head}", "", "| count | rule | what | signature | examples |", "|---:|---|---|---|---|"]
+        rows = [f"### Summary: {head}", "", *([_md(said), ""] if said else [])]
+        rows += ["| count | rule | what | signature | examples |", "|---:|---|---|---|---|"]
         rows += [
             f"| {len(g.members)} | `{g.rule}` | {_md(g.first_guide_line)} | `{g.signature}` | "
             f"{', '.join(_md(m) for m in g.members[:EXAMPLES])}{' …' if len(g.members) > EXAMPLES else ''} |"
@@ -82,10 +98,12 @@ def render_summary(diags: list[Diagnosis], fmt: str) -> str:
             for g in groups
         )
         return (
-            f'<section class="summary"><h2>Summary: {html.escape(head)}</h2><table><thead><tr><th>count</th><th>rule</th>'
+            f'<section class="summary"><h2>Summary: {html.escape(head)}</h2>'
+            + (f'<p class="first-failure">{html.escape(said)}</p>' if said else "")
+            + "<table><thead><tr><th>count</th><th>rule</th>"
             f"<th>what</th><th>signature</th><th>examples</th></tr></thead><tbody>{body}</tbody></table></section>\n"
         )
-    lines = [f"summary: {head}"]
+    lines = [f"summary: {head}", *([f"  {said}"] if said else [])]
     for g in groups:
         more = f" (+{len(g.members) - EXAMPLES} more)" if len(g.members) > EXAMPLES else ""
         lines.append(f"  {len(g.members):5d}  {g.rule}  [{g.signature}]  {g.first_guide_line}")

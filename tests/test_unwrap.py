@@ -1,0 +1,135 @@
+"""Hard wrapping undone whatever else the paste did (own fixtures, one per family of the signature misses the dev
+corpus showed): the same crash keeps its signature wrapped, prefixed, amid noise, and a coincidence is no wrap."""
+
+from __future__ import annotations
+
+from kbdebug.api import diagnose_text
+from kbdebug.normalise import lines_of
+
+
+def texts(text: str) -> list[str]:
+    return [ln.text for ln in lines_of(text)]
+
+
+def wrap(text: str, width: int) -> str:
+    return "".join(ln[k : k + width] + "\n" for ln in text.splitlines() for k in range(0, max(len(ln), 1), width))
+
+
+def key(text: str) -> str:
+    root = diagnose_text(text).root
+    assert root is not None
+    return root.signature_key
+
+
+ASSERTS = "".join(
+    f"../aten/src/ATen/native/cuda/NLLLoss2d.cu:104: nll_loss2d_forward_kernel: block: [7,0,0], thread: [{t},0,0] "
+    "Assertion `t >= 0 && t < n_classes` failed.\n"
+    for t in range(40, 46)
+)
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/someone/projects/segmentation-experiments/evaluation/metrics_iou.py", line 58, in add_batch\n'
+    "    onehot.scatter_(1, labels, 1).float()\n"
+    "RuntimeError: index 26 is out of bounds for dimension 1 with size 23\n"
+)
+
+
+def test_the_same_head_of_many_asserts_wrapped_at_80_is_rejoined() -> None:
+    """Each thread's assert has the same first 80 columns: the distinct tails say it is a wrap."""
+    assert texts(wrap(ASSERTS, 80)) == ASSERTS.splitlines()
+    assert key(wrap(ASSERTS, 80)) == key(ASSERTS)
+
+
+def test_one_cut_frame_line_is_rejoined() -> None:
+    """Only the frame line is longer than 80 columns: the one cut line of the paste, its piece unindented."""
+    lines = texts(wrap(TRACEBACK, 80))
+    assert '  File "/home/someone/projects/segmentation-experiments/evaluation/metrics_iou.py", line 58, in add_batch' in lines
+    assert key(wrap(TRACEBACK, 80)) == key(TRACEBACK)
+
+
+def test_a_cut_number_is_not_a_rank_prefix() -> None:
+    path = "C:\\Users\\me\\envs\\app\\lib\\site-packages\\torch\\cuda\\__init__.py"
+    path = "C:\\" + "x" * (76 - len(path)) + path[2:]  # so that the wrap cuts `:209` after `:20`
+    warning = (
+        f"{path}:209: UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+        "PyTorch installation.\nThe current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_61 sm_70 sm_75 sm_80 sm_86.\n"
+    )
+    wrapped = wrap(warning, 80)
+    assert wrapped.splitlines()[1].startswith("9: UserWarning")
+    assert texts(wrapped)[0] == warning.splitlines()[0]
+
+
+def test_a_prefixed_head_continues_into_what_looks_like_an_exception() -> None:
+    """`... [multiproc_executor.py:375] to` + `rch.OutOfMemoryError: ...`: the prefix says which line is a line of its own."""
+    oom = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.74 GiB. GPU 1 has a total capacity of 23.57 GiB of "
+        "which 1.12 GiB is free."
+    )
+    log = "".join(f"(VllmWorker rank={r} pid=29{r}1) ERROR 03-19 07:27:53 [multiproc_executor.py:375] {oom}\n" for r in (1, 0))
+    lines = texts(wrap(log, 80))
+    assert lines == [oom, oom]
+    assert key(wrap(log, 80)) == key(log)
+
+
+def test_a_paste_wrapped_twice_is_undone_twice() -> None:
+    long = [
+        f"[E424 01:17:25.031978332 ProcessGroupNCCL.cpp:1895] [Rank {r}] Process group watchdog thread terminated with exception: "
+        f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, "
+        f"NumelOut=112, Timeout(ms)=1800000) ran for 18000{r}0 milliseconds before timing out."
+        for r in (2, 3)
+    ]
+    width = next(k for k in range(120, len(long[0])) if long[0][k] == " ")
+    once = wrap("\n".join(long) + "\n", width)
+    assert once.splitlines()[1].startswith(" ")  # a cut before a space leaves one: still a continuation
+    assert texts(once) == long
+    assert texts(wrap(once, 80)) == long
+    assert key(wrap(once, 80)) == key(once) == key("\n".join(long) + "\n")
+
+
+VARIED = "".join(
+    f"../aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [{b},0,0], thread: [{b + 40},0,0] "
+    'Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n'
+    for b in range(10, 16)
+)
+
+
+def test_longer_lines_elsewhere_and_a_rank_on_every_line_do_not_stop_the_rejoin() -> None:
+    wrapped = wrap(VARIED, 100)
+    noise = "W: " + "a long harmless warning line " * 8 + "\n"
+    assert len(noise) > 100
+    assert texts(noise * 3 + "step 1\n" * 5 + wrapped)[-6:] == VARIED.splitlines()
+    prefixed = "".join(f"[rank5]: {ln}\n" for ln in wrapped.splitlines())
+    assert texts(prefixed) == VARIED.splitlines()
+    assert key(prefixed) == key(VARIED)
+
+
+def test_bold_across_a_wrap_is_removed() -> None:
+    msg = (
+        "RuntimeError: CUDA out of memory. Tried to allocate 128.00 MiB (GPU 0; 983.69 MiB total capacity; 209.53 MiB already "
+        "allocated; 69.56 MiB free; 6.47 MiB cached)"
+    )
+    assert texts(wrap(f"**{msg}**\n", 80)) == [msg]
+
+
+def test_a_line_of_a_coincidental_width_does_not_swallow_a_longer_one() -> None:
+    """Three log lines happen to share a width; the line after the last is wider, so it is no continuation."""
+    progress = [f"Sun Jan 31 00:02:4{k} 2021 Epoch: 8 Sample 70{k}5/7200 Loss: 35{k}734.87{k}" for k in range(3)]
+    assert len({len(p) for p in progress}) == 1
+    log = "\n".join(progress) + "\n" + ASSERTS
+    assert texts(log) == progress + ASSERTS.splitlines()
+
+
+def test_training_output_after_a_cut_traceback_is_not_its_message() -> None:
+    """An anomaly warning is located by the traceback after it; that traceback was cut, and what follows is noise."""
+    head = (
+        "[W python_anomaly_mode.cpp:104] Warning: Error detected in LogSoftmaxBackward0. Traceback of forward call that caused the error:\n"
+        '  File "fit.py", line 88, in <module>\n    run_epoch(net, batches)\n'
+        '  File "fit.py", line 41, in run_epoch\n    loss = criterion(net(x), y)\n'
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/functional.py", line 1680, in log_softmax\n    ret = input.log_softmax(dim)\n'
+        " (function _print_stack)\n"
+        'Traceback (most recent call last):\n  File "fit.py", line 88, in <module>\n    run_epoch(net, batches)\n'
+        '  File "fit.py", line 52, in run_epoch\n    loss.backward()\n'
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/_tensor.py", line 307, in backward\n    torch.autograd.backward(self, gra\n'
+    )
+    noisy = key(head + "Epoch 3:  41%|####      | 4100/10000 [12:01<17:18,  5.68it/s, loss=0.3121]\n" * 3)
+    assert noisy == key(head) == "nan_inf_detected |  | at fit.py:run_epoch"
