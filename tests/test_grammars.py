@@ -321,3 +321,18 @@ def test_traceback_lines_become_frames_and_the_exception() -> None:
     ]
     assert exc.frames[0].code == "loss = criterion(out, y)"
     assert (exc.exc_type, exc.message) == ("ValueError", "Expected input batch_size (4) to match target batch_size (8).")
+
+
+@pytest.mark.parametrize(
+    ("line", "at_file", "at_line"),
+    [
+        ("RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/x.cu:265", "/pytorch/aten/src/THC/x.cu", 265),
+        ("RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorc", "/pytorc", None),
+        ("RuntimeError: cuda runtime error (59) : device-side assert triggered", None, None),
+    ],
+)
+def test_legacy_cuda_error_cut_anywhere_in_its_location(line: str, at_file: str | None, at_line: int | None) -> None:
+    from kbdebug.parse import parse_text
+
+    (err,) = [r for r in parse_text(line) if r.kind == "cuda_error"]
+    assert (err.error, err.code, err.at_file, err.at_line) == ("device-side assert triggered", 59, at_file, at_line)
