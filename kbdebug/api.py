@@ -40,12 +40,12 @@ def diagnose_regions(
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
     """Diagnose a log held in memory."""
-    return diagnose_regions(scan_text(text, needles()), source, kb_dirs)
+    return diagnose_regions(scan_text(text, needles), source, kb_dirs)
 
 
 def explain(path: str | Path, *, kb_dirs: list[Path] | None = None) -> Diagnosis:
     """Diagnose a log file of any size; it is streamed, never read whole."""
-    return diagnose_regions(scan_path(path, needles()), str(path), kb_dirs)
+    return diagnose_regions(scan_path(path, needles), str(path), kb_dirs)
 
 
 def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -70,7 +70,7 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
         parts.append(captured)
     parts.append("".join(traceback.format_exception(exc)))
     kb = load_kb(kb_dirs)
-    regions = scan_text("\n".join(parts), needles())
+    regions = scan_text("\n".join(parts), needles)
     records = parse_regions(regions)
     _add_frame_shapes(records, exc)
     diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")

@@ -78,7 +78,7 @@ def _read_stdin(passthrough: bool):
     from kbdebug.parse.needles import needles
     from kbdebug.scan import Scanner
 
-    scanner = Scanner(needles())
+    scanner = Scanner(needles)
     fd = sys.stdin.fileno()
     out = sys.stdout.buffer
     try:
@@ -107,7 +107,7 @@ def _regions_for(path: str, passthrough: bool, grep=None):
     if p.is_dir():
         raise InputError(f"{path}: is a directory")
     try:
-        return scan_path(p, needles(), grep=grep)
+        return scan_path(p, needles, grep=grep)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
@@ -129,7 +129,7 @@ def explain(
     from kbdebug.parse.needles import needles
     from kbdebug.scan import start_grep
 
-    greps = {path: start_grep(path, needles()) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
+    greps = {path: start_grep(path, needles) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
     from kbdebug.api import diagnose_regions
     from kbdebug.kb import RuleFileError
     from kbdebug.render import render

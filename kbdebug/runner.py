@@ -136,7 +136,7 @@ def _keyboard_signal_reaches_child() -> bool:
 def run_once(
     cmd: list[str], env: dict[str, str], save: Path | None = None, tag: str = "run1", out_fd: int = 1, err_fd: int = 2
 ) -> RunResult:
-    scanner = Scanner(needles())
+    scanner = Scanner(needles)
     lock = threading.Lock()
 
     def feed(data: bytes) -> None:  # called with `lock` held

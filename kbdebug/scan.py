@@ -13,10 +13,13 @@ import shutil
 import stat
 import subprocess
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cached_property
 from typing import BinaryIO
 
 from kbdebug.normalise import Region, _Raw, normalise
+
+Needles = Callable[[], Sequence[bytes]]  # asked for only when needed: deriving them may build every parser
 
 # Every evidence type contains at least one of these (see tests/test_scan.py): exception and
 # CUDA/cuBLAS/cuDNN error lines ("rror"), kernel asserts ("ssert"), sanitizer lines ("====="),
@@ -36,10 +39,10 @@ WHOLE = 1 << 20
 class Scanner:
     """Incremental region finder: `feed()` bytes as they arrive, `close()` for the regions."""
 
-    def __init__(self, needles: Sequence[bytes], back: int = BACK, fwd: int = FWD) -> None:
+    def __init__(self, needles: Needles, back: int = BACK, fwd: int = FWD) -> None:
         # what to search for is the grammars' knowledge (kbdebug.parse.needles), passed in by the caller
-        self.needles = tuple(needles)
-        self.max_needle = max((len(n) for n in self.needles), default=1)
+        # and asked for only once the input outgrows WHOLE: a small input is read whole, never searched
+        self._needles = needles
         self.back, self.fwd = back, fwd
         self._buf = b""
         self._base = 0  # absolute offset of _buf[0]
@@ -56,6 +59,14 @@ class Scanner:
         self.total_bytes = 0
         self._whole: list[bytes] | None = []  # everything fed, while it stays under WHOLE
 
+    @cached_property
+    def needles(self) -> tuple[bytes, ...]:
+        return tuple(self._needles())
+
+    @cached_property
+    def max_needle(self) -> int:
+        return max((len(n) for n in self.needles), default=1)
+
     def feed(self, data: bytes) -> None:
         if not data:
             return
@@ -63,8 +74,11 @@ class Scanner:
         if self._whole is not None:
             if self.total_bytes <= WHOLE:
                 self._whole.append(data)
-            else:
-                self._whole = None
+                return
+            data, self._whole = b"".join(self._whole) + data, None  # outgrown: searched from its start
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
         buf = self._buf + data if self._buf else data
         base = self._base
         # only complete lines are searched, so a needle split over two reads is still found
@@ -92,6 +106,9 @@ class Scanner:
     def skip_to(self, offset: int, line_no: int) -> None:
         """Jump ahead to `offset` (a line start whose number is `line_no`): the bytes in between are
         known to hold no needle, so they are neither read nor searched."""
+        if self._whole is not None:  # not one contiguous input: what was held is searched like the rest
+            held, self._whole = b"".join(self._whole), None
+            self._feed(held)
         end = self._base + len(self._buf)
         if offset <= end:
             return
@@ -206,7 +223,7 @@ def _line_start(buf: bytes, pos: int) -> int:
     return cr if cr else pos
 
 
-def scan_stream(stream: BinaryIO, needles: Sequence[bytes], chunk: int = CHUNK) -> list[Region]:
+def scan_stream(stream: BinaryIO, needles: Needles, chunk: int = CHUNK) -> list[Region]:
     scanner = Scanner(needles)
     while True:
         data = stream.read(chunk)
@@ -222,7 +239,7 @@ GREP_MIN = 32 << 20
 MAX_GREP_HITS = 500_000
 
 
-def start_grep(path: str | os.PathLike[str], needles: Sequence[bytes]) -> subprocess.Popen[bytes] | None:
+def start_grep(path: str | os.PathLike[str], needles: Needles) -> subprocess.Popen[bytes] | None:
     """Start grep on a large regular file, so it runs while the rest of kbdebug is imported; None
     when the file is small, not a regular file, grep is missing or KBDEBUG_NO_GREP is set."""
     if os.environ.get("KBDEBUG_NO_GREP"):
@@ -237,7 +254,7 @@ def start_grep(path: str | os.PathLike[str], needles: Sequence[bytes]) -> subpro
     if exe is None:
         return None
     cmd = [exe, "-a", "-b", "-n", "-o", "-F"]
-    for needle in needles:
+    for needle in needles():
         cmd += ["-e", needle.decode()]
     try:
         return subprocess.Popen(
@@ -288,13 +305,13 @@ def collect_hits(proc: subprocess.Popen[bytes]) -> list[tuple[int, int]] | None:
     return hits if rc in (0, 1) else None
 
 
-def grep_hits(path: str | os.PathLike[str], needles: Sequence[bytes]) -> list[tuple[int, int]] | None:
+def grep_hits(path: str | os.PathLike[str], needles: Needles) -> list[tuple[int, int]] | None:
     proc = start_grep(path, needles)
     return collect_hits(proc) if proc is not None else None
 
 
 def scan_path(
-    path: str | os.PathLike[str], needles: Sequence[bytes], chunk: int = CHUNK, grep: subprocess.Popen[bytes] | None = None
+    path: str | os.PathLike[str], needles: Needles, chunk: int = CHUNK, grep: subprocess.Popen[bytes] | None = None
 ) -> list[Region]:
     """Scan a file by name: grep-prefiltered when it is a large regular file (pass a `start_grep`
     job to overlap the two), else streamed."""
@@ -307,7 +324,7 @@ def scan_path(
         return _scan_hits(fh, os.fstat(fh.fileno()).st_size, hits, needles, chunk)
 
 
-def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], needles: Sequence[bytes], chunk: int) -> list[Region]:
+def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], needles: Needles, chunk: int) -> list[Region]:
     scanner = Scanner(needles)
     margin = BACK + LONG_LINE
     i = 0
@@ -342,12 +359,12 @@ def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], needles: Se
     return scanner.close()
 
 
-def scan_bytes(data: bytes, needles: Sequence[bytes]) -> list[Region]:
+def scan_bytes(data: bytes, needles: Needles) -> list[Region]:
     scanner = Scanner(needles)
     for i in range(0, len(data), CHUNK):
         scanner.feed(data[i : i + CHUNK])
     return scanner.close()
 
 
-def scan_text(text: str, needles: Sequence[bytes]) -> list[Region]:
+def scan_text(text: str, needles: Needles) -> list[Region]:
     return scan_bytes(text.encode("utf-8", "surrogatepass"), needles)

@@ -51,14 +51,14 @@ def test_notebook_gets_the_environment_in_a_cell_not_a_script() -> None:
 
 
 def test_after_kbdebug_run_rerun_no_second_blocking_rerun() -> None:
-    diag = diagnose_regions(scan_text(ASYNC, needles()), origin="rerun", facts={"script": "fit.py --epochs 3"})
+    diag = diagnose_regions(scan_text(ASYNC, needles), origin="rerun", facts={"script": "fit.py --epochs 3"})
     inc = diag.root
     assert inc is not None and inc.facts["launch_blocking"] is True
     assert inc.commands == ["PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python fit.py --epochs 3"]
 
 
 def test_kbdebug_run_names_the_command_it_ran() -> None:
-    inc = diagnose_regions(scan_text(ASYNC, needles()), origin="run", facts={"script": "fit.py --epochs 3"}).root
+    inc = diagnose_regions(scan_text(ASYNC, needles), origin="run", facts={"script": "fit.py --epochs 3"}).root
     assert inc is not None and inc.commands[1] == "kbdebug run --rerun -- python fit.py --epochs 3"
 
 

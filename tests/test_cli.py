@@ -128,7 +128,7 @@ def test_explain_never_imports_torch() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.binary(max_size=3000))
 def test_random_bytes_never_raise(data: bytes) -> None:
-    regions = scan_bytes(data, needles())
+    regions = scan_bytes(data, needles)
     last = data.count(b"\n") + 1
     assert all(1 <= ln.no <= last and "\n" not in ln.text for r in regions for ln in r.lines)
     diagnose_text(data.decode("utf-8", "replace"))

@@ -270,7 +270,7 @@ def test_non_matching_text_gives_none(grammar: str) -> None:
 @pytest.mark.parametrize("template", sorted(MESSAGES))
 def test_every_template_is_found_where_it_starts(template: str) -> None:
     """The anchors derived from messages.lark find each template's start, inside a longer line too."""
-    from kbdebug.parse.grammar import anchors
+    from kbdebug.parse.derive import anchors
 
     line = "RuntimeError: " + MESSAGES[template]
     found = [first_alt(tree).data for s in anchors("messages").starts(line) if (tree := parse("messages", line[s:]))]

@@ -27,7 +27,7 @@ OPENERS = [
 def test_every_opening_line_holds_a_needle_and_is_found_in_a_large_log(line: str) -> None:
     assert any(n in line.encode() for n in needles()), line
     filler = b"epoch 3 step 120 loss 0.4312 lr 1e-4 it/s 54.2\n" * (2 * WHOLE // 48)  # no needle: skipped
-    regions = scan_bytes(filler + line.encode() + b"\n" + filler, needles())
+    regions = scan_bytes(filler + line.encode() + b"\n" + filler, needles)
     assert [ln.text for r in regions for ln in r.lines if ln.text == line] == [line]
     assert parse_text(line), line
 

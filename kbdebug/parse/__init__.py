@@ -32,4 +32,4 @@ def parse_text(text: str) -> list[Record]:
     from kbdebug.parse.needles import needles
     from kbdebug.scan import scan_text
 
-    return parse_regions(scan_text(text, needles()))
+    return parse_regions(scan_text(text, needles))

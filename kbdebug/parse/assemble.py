@@ -6,8 +6,8 @@ from __future__ import annotations
 from kbdebug.normalise import Line
 from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
 from kbdebug.parse.cuda import CudaReader
+from kbdebug.parse.derive import anchors, line_start
 from kbdebug.parse.distributed import DistributedReader
-from kbdebug.parse.grammar import anchors, line_start
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
 from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader

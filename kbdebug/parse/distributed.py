@@ -9,8 +9,9 @@ from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
+from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, merge
-from kbdebug.parse.grammar import anchors, parse
+from kbdebug.parse.grammar import parse
 from kbdebug.records import ElasticFailure, NcclEvent
 
 

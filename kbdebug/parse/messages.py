@@ -10,8 +10,9 @@ from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
+from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
-from kbdebug.parse.grammar import anchors, parse
+from kbdebug.parse.grammar import parse
 from kbdebug.records import ArchWarning, TorchMessage
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")

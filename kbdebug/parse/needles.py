@@ -19,8 +19,9 @@ from pathlib import Path
 from kbdebug import phrases
 from kbdebug._cache import cached
 from kbdebug._resources import data_dir
-from kbdebug.parse import grammar
-from kbdebug.parse.grammar import GRAMMARS, required_texts
+from kbdebug.parse import derive
+from kbdebug.parse.derive import required_texts
+from kbdebug.parse.grammar import GRAMMARS
 
 MIN_NEEDLE = 4  # a text shorter than this cannot be searched for: it is everywhere
 NEEDLE = 6  # needles are this long (or a whole shorter text): `tion` would hit every other English line
@@ -43,7 +44,7 @@ def needles() -> tuple[bytes, ...]:
     """A small set of byte strings such that every opening line of every grammar holds one; derived once
     per set of grammars and kept in the cache, so a cold start that needs no parser does not build them."""
     sources = "".join((data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8") for name in (*GRAMMARS, "_common"))
-    code = "".join(Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], grammar, phrases))
+    code = "".join(Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], derive, phrases))
     key = hashlib.sha256(f"{sources}|{code}".encode()).hexdigest()[:20]  # the grammars and the code that reads them
     return cached("needles", key, tuple, _derive)
 

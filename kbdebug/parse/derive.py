@@ -1,0 +1,240 @@
+"""What a grammar says about where its lines are, derived from the grammar itself and kept in the cache.
+
+Three readings of each grammar's rules and terminals: `anchors` (where in a line a template may
+start: its fixed first texts), `line_start` (the first terminals of a format told apart by its first
+token) and `required_texts` (texts every line of a kind holds: the scanner's needles). Deriving them
+walks the parser's rules and compiles regexes; kept on disk, a cold start that meets no line of a
+format never loads that format's parser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import TypeVar
+
+from lark import Lark
+from lark.grammar import NonTerminal, Symbol
+from lark.lexer import PatternStr
+
+from kbdebug import phrases
+from kbdebug._cache import cached
+from kbdebug._resources import data_dir
+from kbdebug.parse.grammar import parser
+from kbdebug.phrases import canonical_text, split_alternatives
+
+T = TypeVar("T")
+
+
+class Anchors:
+    """Where a line may hold the start of one of a grammar's templates, derived from the grammar itself.
+
+    Each alternative of `start` begins with fixed text (`The size of tensor a (`) or with a free-form
+    token followed by fixed text (`OP_NAME does not have a deterministic ...`). The fixed texts are
+    searched for together (one linear pass); a free-form start is found by backing up from its text
+    to the token before it, or to the start of the line when that token may hold spaces.
+    """
+
+    def __init__(self, direct: list[str], after: dict[str, bool]) -> None:
+        self.direct = re.compile("|".join(re.escape(x) for x in sorted(direct, key=len, reverse=True)))
+        self.after = after  # fixed text -> the free-form token before it may hold spaces
+
+    def starts(self, text: str, limit: int = 4) -> list[int]:
+        """Offsets where a template may start in `text`, first first (at most `limit`)."""
+        found: set[int] = set()
+        for m in self.direct.finditer(text):
+            found.add(m.start())
+            if len(found) >= limit:
+                break
+        for lit, spaces in self.after.items():
+            k = text.find(lit)
+            if k <= 0:
+                continue
+            if spaces:
+                found.add(len(text) - len(text.lstrip()))
+            else:
+                tok = _LAST_TOKEN.search(text, 0, k)
+                if tok:
+                    found.add(tok.start())
+        return sorted(found)[:limit]
+
+
+class _AnchorReader:
+    """Reads a grammar's rules for the texts its templates start with (the data of `Anchors`)."""
+
+    MIN_LITERAL = 4
+
+    def __init__(self, grammar: Lark) -> None:
+        self.grammar = grammar
+        self.direct: set[str] = set()
+        self.after: dict[str, bool] = {}
+
+    def read(self, only: str | None) -> tuple[list[str], dict[str, bool]]:
+        for rule in self.grammar.rules:  # each form of `start` (a shared prefix such as `=========` included)
+            if rule.origin.name == (only or "start") and rule.expansion:
+                self._form(list(rule.expansion), frozenset({rule.origin.name}))
+        return sorted(self.direct), self.after
+
+    def _form(self, seq: list[Symbol], seen: frozenset[str]) -> None:
+        """Anchor one sequence: on its fixed first text, else inside a rule it begins with, else on the
+        fixed text after its free-form first token."""
+        lits = self._starts(seq[0])
+        if lits is not None:
+            self.direct.update(lits)
+            return
+        if not seq[0].is_term:
+            if seq[0].name not in seen:
+                for rule in self.grammar.rules:
+                    if rule.origin.name == seq[0].name and rule.expansion:
+                        self._form([*rule.expansion, *seq[1:]], seen | {seq[0].name})
+            return
+        for sym in seq[1:]:  # free-form first token: anchor on the next fixed text
+            nxt = self._starts(sym)
+            if nxt:
+                term = self.grammar.get_terminal(seq[0].name)
+                sample = re.match(term.pattern.to_regexp(), f"a b {nxt[0]}")
+                spaces = bool(sample) and " " in sample.group(0)  # type: ignore[union-attr]
+                for lit in nxt:
+                    self.after[lit] = self.after.get(lit, False) or spaces
+                return
+
+    def _starts(self, sym: Symbol, seen: frozenset[str] = frozenset()) -> list[str] | None:
+        """The fixed texts `sym` can begin with; None when one of its forms begins with free-form text."""
+        if not sym.is_term:  # a rule: what each of its forms begins with
+            if sym.name in seen:
+                return None
+            lits: list[str] = []
+            for rule in self.grammar.rules:
+                if rule.origin.name == sym.name:
+                    first = self._starts(rule.expansion[0], seen | {sym.name}) if rule.expansion else None
+                    if first is None:
+                        return None
+                    lits += first
+            return lits or None
+        pattern = self.grammar.get_terminal(sym.name).pattern
+        # each top-level alternative read as plain text, optional groups skipped (`(?:0D or )?1D target ...`)
+        lits = (
+            [pattern.value]
+            if isinstance(pattern, PatternStr)
+            else [canonical_text(x) for alt in split_alternatives(pattern.value) for x in _expand_start(alt)]
+        )
+        lits = [x.strip() for x in lits]
+        return lits if all(len(x) >= self.MIN_LITERAL for x in lits) else None
+
+
+def _expand_start(alt: str) -> list[str]:
+    """A regex alternative that opens with a choice (`[Ll]oss`, `(?:Loss|loss) is`) as one text per choice."""
+    m = re.match(r"\[([A-Za-z]{1,4})\](.*)", alt, re.S)
+    if m:
+        return [c + m.group(2) for c in m.group(1)]
+    m = re.match(r"\(\?:([^()]*)\)(?![?*+{])(.*)", alt, re.S)
+    if m:
+        return [a + m.group(2) for a in split_alternatives(m.group(1))]
+    return [alt]
+
+
+_LAST_TOKEN = re.compile(r"\S+\s*$")
+
+
+@cache
+def line_start(name: str) -> re.Pattern[str]:
+    """What a line of this format begins with, as one regex to match at the start of a stripped line."""
+    return re.compile(_derived(name, "line_start", lambda: _line_start(parser(name))))
+
+
+def _line_start(grammar: Lark) -> str:
+    """What a line of this format begins with: the first terminal of each of its line kinds, as one
+    regex to match at the start of a stripped line. For formats told apart by their first token (a
+    traceback's `File`, `Traceback`, an exception type), where a line that matches none is not parsed."""
+    firsts: set[str] = set()
+
+    def visit(sym: Symbol, seen: frozenset[str]) -> None:
+        if sym.is_term:
+            firsts.add(grammar.get_terminal(sym.name).pattern.to_regexp())
+        elif sym.name not in seen:
+            for rule in grammar.rules:
+                if rule.origin.name == sym.name and rule.expansion:
+                    visit(rule.expansion[0], seen | {sym.name})
+
+    visit(NonTerminal("start"), frozenset())
+    return "|".join(f"(?:{p})" for p in sorted(firsts))
+
+
+@cache
+def required_texts(name: str) -> dict[str, frozenset[str] | None]:
+    """For each line kind (template) of a grammar, texts one of which every such line holds."""
+    return _derived(name, "texts", lambda: _required_texts(parser(name)))
+
+
+def _required_texts(grammar: Lark) -> dict[str, frozenset[str] | None]:
+    """For each line kind (template) of a grammar, texts one of which every such line holds (None:
+    a line of that kind may hold no fixed text). Read off the grammar's rules and terminals: what a
+    scanner searches for before it knows where a record starts (kbdebug.needles)."""
+    memo: dict[str, frozenset[str] | None] = {}
+
+    def of_symbol(sym: Symbol, seen: frozenset[str]) -> frozenset[str] | None:
+        if sym.is_term:
+            pattern = grammar.get_terminal(sym.name).pattern
+            if isinstance(pattern, PatternStr):
+                return frozenset({pattern.value}) if not pattern.flags else None
+            return phrases.required_texts(pattern.to_regexp())
+        if sym.name in seen:
+            return None
+        if sym.name not in memo:
+            memo[sym.name] = of_rule(sym.name, seen | {sym.name})
+        return memo[sym.name]
+
+    def of_rule(rule_name: str, seen: frozenset[str]) -> frozenset[str] | None:
+        union: set[str] = set()
+        for rule in grammar.rules:
+            if rule.origin.name != rule_name:
+                continue
+            best = _pick([of_symbol(sym, seen) for sym in rule.expansion])
+            if best is None:
+                return None
+            union |= best
+        return frozenset(union) or None
+
+    out: dict[str, frozenset[str] | None] = {}
+    for rule in grammar.rules:  # each form of `start`: its template, and what its whole sequence must hold
+        if rule.origin.name != "start":
+            continue
+        kinds = [sym.name for sym in rule.expansion if not sym.is_term]
+        kind = kinds[0] if kinds else "start"
+        best = _pick([of_symbol(sym, frozenset({"start"})) for sym in rule.expansion])
+        if kind in out and (out[kind] is None or best is None):
+            out[kind] = None
+        else:
+            out[kind] = (out.get(kind) or frozenset()) | best if best else None
+    return out
+
+
+GOOD_TEXT = 6  # a text this long is rare enough in a log to search for
+
+
+def _pick(candidates: list[frozenset[str] | None]) -> frozenset[str] | None:
+    """Of the texts the parts of a sequence must hold: what it begins with when that is long enough
+    (a prefix its kinds share: `=========`), else the best of them."""
+    first = candidates[0] if candidates else None
+    if first and min(len(t) for t in first) >= GOOD_TEXT:
+        return first
+    return max((c for c in candidates if c), key=phrases.texts_score, default=None)
+
+
+@cache
+def anchors(name: str, only: str | None = None) -> Anchors:
+    """Where a template of grammar `name` (or only the template `only`) may start in a line."""
+    direct, after = _derived(name, f"anchors-{only or 'start'}", lambda: _AnchorReader(parser(name)).read(only))
+    return Anchors(direct, after)
+
+
+def _derived(name: str, what: str, build: Callable[[], T]) -> T:
+    """`build()`'s reading of grammar `name`, kept in the cache under the grammar's text and this code."""
+    sources = [(data_dir("grammars") / f"{g}.lark").read_text(encoding="utf-8") for g in (name, "_common")]
+    code = [Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], phrases)]
+    key = hashlib.sha256("|".join([*sources, *code]).encode()).hexdigest()[:20]
+    return cached(f"{name}-{what}", key, object, build)  # type: ignore[return-value]
