@@ -19,7 +19,7 @@ Triple = tuple[int, int, int]
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # a model's schema is built when a log first holds its kind
 
     first_line: int = 0
     last_line: int = 0

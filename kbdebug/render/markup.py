@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import io
 from functools import cache
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 
 @cache
 def _md() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # imported on the first guide rendered as text or HTML: JSON never pays it
+
     return MarkdownIt("commonmark", {"html": False, "linkify": False})
 
 
