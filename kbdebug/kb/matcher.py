@@ -160,7 +160,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
             inc = incidents[rule.id] = Incident(rule=rule.id, title=rule.title, confidence=m.confidence, first_line=rec.first_line)
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
-        inc.records.append(rec)  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
+        inc.records.append(rec)
         captures.setdefault(rule.id, {}).update(captured(m, rec))
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
@@ -211,7 +211,7 @@ def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] |
             if hit is None and rec.kind == "exception" and rec.first_line >= inc.first_line and getattr(rec, "frames", None)
         ]
         if after:  # the last traceback printed is the error's own (an anomaly warning prints the forward call's first)
-            inc.records.append(after[-1])  # type: ignore[arg-type]  # every Record kind is one of AnyRecord's
+            inc.records.append(after[-1])
             added.add(id(after[-1]))
     return added
 
