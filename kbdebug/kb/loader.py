@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +63,8 @@ def read_rule_data(path: Path, data: bytes | None = None, templates: bool = True
     jinja2's error in place of the user's text. `templates=False` leaves it to the tests (bundled rules:
     every template is compiled and rendered by tests/test_rule_examples.py before a release).
     """
+    import tomllib  # only when a rule file is read: a cached knowledge base never needs it
+
     try:
         text = (path.read_bytes() if data is None else data).decode("utf-8")
         parsed = tomllib.loads(text)
