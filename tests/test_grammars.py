@@ -139,6 +139,7 @@ CASES = [
     ("sanitizer", "error_summary", "ERROR SUMMARY: 2 errors"),
     ("sanitizer", "leak_summary", "LEAK SUMMARY: 1024 bytes leaked in 1 allocations"),
     ("sanitizer", "race_summary", "RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"),
+    ("sanitizer_location", "location", "0x00000ae8 in d:\\x/synapseKrnl.cc:148:learnSynapsesPost(float)"),
     ("sanitizer", "internal", "Internal Sanitizer Error: The Sanitizer encountered an error while launching k"),
     (
         "distributed",
@@ -336,3 +337,23 @@ def test_legacy_cuda_error_cut_anywhere_in_its_location(line: str, at_file: str 
 
     (err,) = [r for r in parse_text(line) if r.kind == "cuda_error"]
     assert (err.error, err.code, err.at_file, err.at_line) == ("device-side assert triggered", 59, at_file, at_line)
+
+
+@pytest.mark.parametrize(
+    ("text", "function", "file", "line", "pc", "hazards"),
+    [
+        ("0x00000ae8 in d:\\x/k.cc:148:learn(float)", "learn(float)", "d:\\x/k.cc", 148, "0x00000ae8", None),
+        ("0x000302c0 in _ZN4raft [4 hazards]", "_ZN4raft", None, None, "0x000302c0", 4),
+        ("void f<T, (int)2>(T*, int)+0x1a0 in /x/k.cuh:118", "void f<T, (int)2>(T*, int)", "/x/k.cuh", 118, "+0x1a0", None),
+        ("row_kernel(const uchar4 *, unsigned int *)+0x490", "row_kernel(const uchar4 *, unsigned int *)", None, None, "+0x490", None),
+        ("kern:0x1a0 in k.cu:12", "kern", "k.cu", 12, "0x1a0", None),
+        ("/x/k.hpp:689:ns::g(Max const &, int*) (ns::g(Max const &, int*) : 0xff0)", "ns::g(Max const &, int*)", "/x/k.hpp", 689, None, None),
+        ("__cuda_sm70_warpsync (__cuda_sm70_warpsync : 0x30)", "__cuda_sm70_warpsync", None, None, "0x30", None),
+        ("something the tools never printed", "something the tools never printed", None, None, None, None),
+    ],
+)
+def test_sanitizer_locations_in_each_layout(text: str, function: str, file: str | None, line: int | None, pc: str | None, hazards: int | None) -> None:
+    from kbdebug.parse.sanitizer import location
+
+    frame, count = location(text)
+    assert (frame.function, frame.file, frame.line, frame.module, count) == (function, file, line, pc, hazards)

@@ -9,7 +9,7 @@ from typing import Any
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at, to_int, triple
+from kbdebug.parse.common import State, read_at, triple
 from kbdebug.parse.fields import Fields, FieldTransformer, merge, unquote
 from kbdebug.parse.grammar import parse, templates
 from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
@@ -17,28 +17,23 @@ from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
 _SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]{0,400}?--tool[ =](\w+)")
 _SAN_CMD = re.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
-_LOC_NEW = re.compile(r"^(?P<func>.+?)(?P<pc>\+0x[0-9a-fA-F]+)(?: in (?P<file>.+?):(?P<line>\d+))?\s*$")
-_LOC_OLD_FILE = re.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<file>(?:[A-Za-z]:)?[^:]+?):(?P<line>\d+):(?P<func>.+)$")
-_LOC_OLD = re.compile(r"^(?P<pc>0x[0-9a-fA-F]+) in (?P<func>.+?)\s*$")
-_LOC_COLON = re.compile(r"^(?P<func>.+?):(?P<pc>0x[0-9a-fA-F]+)(?: in (?P<file>.+?):(?P<line>\d+))?$")
-_LOC_FILEFUNC = re.compile(r"^(?P<file>(?:[A-Za-z]:)?[^:\s]+?):(?P<line>\d+):(?P<func>.+?)(?: \(.*: 0x[0-9a-f]+\))?$")
-_LOC_OLDFRAME = re.compile(r"^(?P<func>.+?) \((?:.*) : (?P<pc>0x[0-9a-fA-F]+)\)$")
-_HAZARDS = re.compile(r"(?<!\s)\s*\[(\d+) hazards?\]\s*$")
+class LocationTree(FieldTransformer):
+    """sanitizer_location.lark's tree to a SanitizerFrame's fields (the pc is kept in `module`, as printed)."""
+
+    def hazards(self, children: list[Token]) -> Fields:
+        return {"hazards": int(children[0])}
+
+    def frame_pc(self, children: list[Token]) -> Fields:
+        return {"pc": str(children[0]).rsplit(":", 1)[-1].strip(" )")}
 
 
-def location(text: str) -> SanitizerFrame:
-    text = text.strip()
-    hz = _HAZARDS.search(text)
-    if hz:
-        text = text[: hz.start()]
-    for rx in (_LOC_OLD_FILE, _LOC_NEW, _LOC_COLON, _LOC_FILEFUNC, _LOC_OLD, _LOC_OLDFRAME):
-        m = rx.match(text)
-        if m:
-            d = m.groupdict()
-            return SanitizerFrame(
-                function=(d.get("func") or "").strip() or None, file=d.get("file"), line=to_int(d.get("line")), module=d.get("pc")
-            )
-    return SanitizerFrame(function=text or None)
+def location(text: str) -> tuple[SanitizerFrame, int | None]:
+    """A report's code location and racecheck's hazard count; unread text is kept whole as the function."""
+    tree = parse("sanitizer_location", text.strip()) if text.strip() else None
+    if tree is None:
+        return SanitizerFrame(function=text.strip() or None), None
+    f = LocationTree().transform(tree)
+    return SanitizerFrame(function=f.get("function"), file=f.get("file"), line=f.get("line"), module=f.get("pc")), f.get("hazards")
 
 
 def _host_frame(rest: str) -> SanitizerFrame:
@@ -104,17 +99,13 @@ class SanitizerTree(FieldTransformer):
         return {"api_call": str(children[0]).rstrip(".") or None}
 
     def location(self, children: list[Token]) -> Fields:
-        return {"location": location(str(children[0])), "hazards": _hazards(str(children[0]))}
+        frame, hazards = location(str(children[0]))
+        return {"location": frame, "hazards": hazards}
 
     device_location = other_location = location
 
     def host_location(self, children: list[Token]) -> Fields:
         return {"host_location": _host_frame(str(children[0]).strip())}
-
-
-def _hazards(text: str) -> int | None:
-    hz = _HAZARDS.search(text)
-    return int(hz.group(1)) if hz else None
 
 
 class SanitizerReader(State):
