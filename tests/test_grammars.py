@@ -327,7 +327,11 @@ def test_traceback_lines_become_frames_and_the_exception() -> None:
 @pytest.mark.parametrize(
     ("line", "at_file", "at_line"),
     [
-        ("RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/x.cu:265", "/pytorch/aten/src/THC/x.cu", 265),
+        (
+            "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/x.cu:265",
+            "/pytorch/aten/src/THC/x.cu",
+            265,
+        ),
         ("RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorc", "/pytorc", None),
         ("RuntimeError: cuda runtime error (59) : device-side assert triggered", None, None),
     ],
@@ -347,13 +351,52 @@ def test_legacy_cuda_error_cut_anywhere_in_its_location(line: str, at_file: str 
         ("void f<T, (int)2>(T*, int)+0x1a0 in /x/k.cuh:118", "void f<T, (int)2>(T*, int)", "/x/k.cuh", 118, "+0x1a0", None),
         ("row_kernel(const uchar4 *, unsigned int *)+0x490", "row_kernel(const uchar4 *, unsigned int *)", None, None, "+0x490", None),
         ("kern:0x1a0 in k.cu:12", "kern", "k.cu", 12, "0x1a0", None),
-        ("/x/k.hpp:689:ns::g(Max const &, int*) (ns::g(Max const &, int*) : 0xff0)", "ns::g(Max const &, int*)", "/x/k.hpp", 689, None, None),
+        (
+            "/x/k.hpp:689:ns::g(Max const &, int*) (ns::g(Max const &, int*) : 0xff0)",
+            "ns::g(Max const &, int*)",
+            "/x/k.hpp",
+            689,
+            None,
+            None,
+        ),
         ("__cuda_sm70_warpsync (__cuda_sm70_warpsync : 0x30)", "__cuda_sm70_warpsync", None, None, "0x30", None),
         ("something the tools never printed", "something the tools never printed", None, None, None, None),
     ],
 )
-def test_sanitizer_locations_in_each_layout(text: str, function: str, file: str | None, line: int | None, pc: str | None, hazards: int | None) -> None:
+def test_sanitizer_locations_in_each_layout(
+    text: str, function: str, file: str | None, line: int | None, pc: str | None, hazards: int | None
+) -> None:
     from kbdebug.parse.sanitizer import location
 
     frame, count = location(text)
     assert (frame.function, frame.file, frame.line, frame.module, count) == (function, file, line, pc, hazards)
+
+
+@pytest.mark.parametrize(
+    ("code", "pasted", "message"),
+    [
+        (
+            "assert input.size() == target.size(), \"'input' and 'target' must have the same shape\"",
+            "AssertionError: 'input' and 'target' must have t",
+            "'input' and 'target' must have the same shape",
+        ),
+        (
+            'raise ValueError("labels should have a channel with length equal to one.")',
+            "ValueError: labels should have a chan",
+            "labels should have a channel with length equal to one.",
+        ),
+        # values in the message (an f-string, a format) cannot be completed: kept as pasted
+        ('assert a.shape == b.shape, f"{a.shape} != {b.shape}"', "AssertionError: torch.Size([2, 3]) != to", "torch.Size([2, 3]) != to"),
+        (
+            'raise ValueError("Target size ({}) must be".format(t))',
+            "ValueError: Target size (torch.Size([1, 3",
+            "Target size (torch.Size([1, 3",
+        ),
+    ],
+)
+def test_a_message_cut_off_is_completed_from_the_literal_on_its_raising_line(code: str, pasted: str, message: str) -> None:
+    from kbdebug.parse import parse_text
+
+    log = f'Traceback (most recent call last):\n  File "/x/m.py", line 9, in f\n    {code}\n{pasted}\n'
+    (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
+    assert exc.message == message

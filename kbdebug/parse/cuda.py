@@ -94,6 +94,8 @@ class CudaReader(State):
             if tree is not None:
                 self.out.append(Oom(**read_at(line), **OomTree().transform(tree)))
                 return
+
+
 class OomTree(FieldTransformer):
     """oom.lark's tree to an Oom's fields (the grammar names each figure)."""
 

@@ -90,6 +90,8 @@ _DERIVED = {
     "anomaly_nan": lambda out: {"op": out["values"].get("backward_function")},
     "anomaly_detected": lambda out: {"op": out["values"].get("backward_function")},
 }
+
+
 class MessageReader(State):
     def messages(self, line: Line, text: str) -> None:
         """Read the first message template in the line; where one may start is derived from messages.lark."""

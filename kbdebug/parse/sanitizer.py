@@ -17,6 +17,8 @@ from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
 _SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]{0,400}?--tool[ =](\w+)")
 _SAN_CMD = re.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
+
+
 class LocationTree(FieldTransformer):
     """sanitizer_location.lark's tree to a SanitizerFrame's fields (the pc is kept in `module`, as printed)."""
 

@@ -3,6 +3,8 @@ exceptions, warnings, and the exception line (or its message alone, when the typ
 
 from __future__ import annotations
 
+import re
+
 from lark import Token
 
 from kbdebug.normalise import Line
@@ -99,6 +101,7 @@ class TracebackReader(State):
 
     def _close_exc(self) -> None:
         if self.exc is not None:
+            _complete_cut_message(self.exc)
             self._reread_message(self.exc)
             if self.wrapper_at is not None:  # put the original exception before its wrapper: its facts win
                 self.out.insert(self.wrapper_at, self.exc)
@@ -123,3 +126,22 @@ class TracebackReader(State):
                 self.messages(line, folded)
             if len(self.out) > before:
                 return
+
+
+_STRING = re.compile(r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")  # no f-strings: their text is not the message
+MIN_CUT_MESSAGE = 12
+
+
+def _complete_cut_message(exc: PyException) -> None:
+    """A paste cut off mid-message, raised by a line that holds the message as a literal (`assert ...,
+    "'input' and 'target' must have the same shape"`, `raise ValueError("...")`): the message is the
+    literal's text. Only a strict prefix of a literal counts, so a message with values in it is kept."""
+    message = exc.message.strip()
+    code = exc.frames[-1].code if exc.frames else None
+    if not code or len(message) < MIN_CUT_MESSAGE or "\n" in message:
+        return
+    for m in _STRING.finditer(code):
+        text = m.group(1)[1:-1]
+        if text.startswith(message) and len(text) > len(message):
+            exc.message = text
+            return
