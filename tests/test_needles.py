@@ -34,7 +34,11 @@ def test_every_opening_line_holds_a_needle_and_is_found_in_a_large_log(line: str
 
 def test_ordinary_progress_lines_hold_no_needle() -> None:
     """Needles are rare text: a training loop's own output is skipped, not read."""
-    for line in ["Epoch 12/100 iteration 3400 duration 1.2s loss=0.123 accuracy=0.91", "Saving checkpoint to ./ckpt/epoch_12.pt"]:
+    for line in [
+        "Epoch 12/100 iteration 3400 duration 1.2s loss=0.123 accuracy=0.91",
+        "Saving checkpoint to ./ckpt/epoch_12.pt",
+        "step 100 | loss = 0.4312 | lr 1e-4 | grad norm 3.2",
+    ]:
         assert not any(n in line.encode() for n in needles()), line
 
 
