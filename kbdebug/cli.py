@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -16,24 +15,12 @@ import typer
 
 from kbdebug._version import __version__
 from kbdebug.cli_help import Typer
+from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, fail
+from kbdebug.cli_run import RUN_CONTEXT, run_cmd
 from kbdebug.term import output_width, use_color
 
 if TYPE_CHECKING:  # the CLI imports the pipeline only inside commands: `--version` and `-h` stay fast
     from kbdebug.diagnosis import Diagnosis
-
-
-class Format(StrEnum):
-    """kbdebug.render's formats (not imported here, it is heavy); an Enum so help and completion list them."""
-
-    text = "text"
-    markdown = "markdown"
-    json = "json"
-    html = "html"
-
-
-class ParseFormat(StrEnum):
-    text = "text"
-    json = "json"
 
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -46,9 +33,6 @@ app = Typer(
 )
 rules_app = Typer(no_args_is_help=True, context_settings=_CONTEXT, help="List, show and lint the rule knowledge base.")
 app.add_typer(rules_app, name="rules")
-
-KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")]
-FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 
 
 def _version(value: bool) -> None:
@@ -66,11 +50,6 @@ def _main(
 
 class InputError(Exception):
     """A problem with the user's input: reported on one line, exit status 2."""
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"kbdebug: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _read_stdin(passthrough: bool):
@@ -123,7 +102,7 @@ def explain(
 ) -> None:
     """Diagnose crash logs. Exit status: 0 incident found, 1 nothing recognised, 2 usage/input error."""
     if files.count("-") > 1:
-        _fail("standard input can be named only once")
+        fail("standard input can be named only once")
     if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
         _explain_many(files, fmt, quiet, kb)
     from kbdebug.parse.needles import needles
@@ -142,7 +121,7 @@ def explain(
             regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None))
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
     except (InputError, RuleFileError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
     sys.stdout.flush()
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
@@ -158,10 +137,10 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
     _settle()
     paths = expand(files)
     if not paths:
-        _fail("no log files found in " + ", ".join(files))
+        fail("no log files found in " + ", ".join(files))
     for path in paths:
         if path != "-" and not os.path.isfile(path):
-            _fail(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a regular file")
+            fail(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a regular file")
     color, width = use_color(sys.stdout) and fmt == Format.text, output_width(sys.stdout)
     diags = []
     with _progress(len(paths)) as tick:
@@ -172,7 +151,7 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
                 sys.stdout.write(json_line(diag) if fmt == Format.json else render([diag], fmt.value, color=color, width=width))
                 sys.stdout.flush()
         except (InputError, RuleFileError, OSError) as exc:
-            _fail(str(exc))
+            fail(str(exc))
     sys.stdout.write(render_summary(diags, fmt.value))
     sys.stdout.flush()
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
@@ -218,120 +197,7 @@ class _progress:
             self.bar.stop()
 
 
-@app.command("run", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
-def run_cmd(
-    cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
-    rerun: Annotated[
-        bool | None,
-        typer.Option(
-            "--rerun/--no-rerun", help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY)."
-        ),
-    ] = None,
-    sanitizer: Annotated[
-        str | None,
-        typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
-    ] = None,
-    save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
-    fmt: FormatOption = Format.text,
-    kb: KbOption = None,
-) -> None:
-    """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
-    from kbdebug.api import diagnose_regions
-    from kbdebug.kb import RuleFileError
-    from kbdebug.render import render
-    from kbdebug.runner import (
-        RERUN_ENV,
-        RunError,
-        child_env,
-        exit_hint,
-        needs_rerun,
-        new_save_dir,
-        run_once,
-        sanitizer_command,
-        shell_quote,
-        stderr_is_interactive,
-        write_summary,
-    )
-
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        _fail("no command given; use `kbdebug run -- python train.py`")
-    source = shell_quote(cmd)
-    color, width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
-    try:
-        if save is not None:
-            save = new_save_dir(save)
-    except OSError as exc:
-        _fail(f"cannot create a folder in {save}: {exc.strerror or exc}")
-    try:
-        argv = sanitizer_command(sanitizer, cmd) if sanitizer else cmd
-        first = run_once(argv, child_env(), save, "run1")
-    except RunError as exc:
-        typer.echo(f"kbdebug: {exc}", err=True)
-        raise typer.Exit(exc.status) from None
-    except OSError as exc:
-        _fail(f"cannot run {cmd[0]}: {exc.strerror or exc}")
-    results: list[tuple[Any, Any]] = [(first, None)]
-    if first.returncode == 0 and not sanitizer:
-        if save is not None:
-            write_summary(save, cmd, results)
-        raise typer.Exit(0)
-    try:
-        diag = diagnose_regions(first.regions, source=source, kb_dirs=kb, origin="run", facts=_run_facts(cmd))
-    except RuleFileError as exc:
-        _fail(str(exc))
-    results = [(first, diag)]
-    out = sys.stderr
-    if not diag.incidents:
-        if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
-            hint = exit_hint(first.returncode)
-            out.write(
-                f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause"
-                + (f": {hint}" if hint else "")
-                + "\n"
-            )
-    else:
-        out.write(render([diag], fmt.value, color=color, width=width))
-    out.flush()
-    if not sanitizer and needs_rerun(diag):
-        if rerun is None and stderr_is_interactive():
-            rerun = typer.confirm("kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True)
-        if rerun:
-            out.write("\nkbdebug: re-running with " + " ".join(f"{k}={v}" for k, v in RERUN_ENV.items()) + "\n")
-            out.flush()
-            second = run_once(cmd, child_env(RERUN_ENV), save, "run2")
-            diag2 = diagnose_regions(
-                second.regions, source=source + " (CUDA_LAUNCH_BLOCKING=1)", kb_dirs=kb, origin="rerun", facts=_run_facts(cmd)
-            )
-            results.append((second, diag2))
-            out.write(_compare(diag, diag2) + "\n")
-            if diag2.incidents:
-                out.write(render([diag2], fmt.value, color=color, width=width))
-            out.flush()
-        elif rerun is None:
-            out.write(
-                "kbdebug: the error was reported asynchronously; `kbdebug run --rerun -- ...` re-runs it "
-                "with CUDA_LAUNCH_BLOCKING=1 to find the line\n"
-            )
-    if save is not None:
-        write_summary(save, cmd, results)
-        out.write(f"kbdebug: logs and diagnosis.json saved in {save}\n")
-    raise typer.Exit(first.returncode)
-
-
-def _compare(first, second) -> str:
-    """One paragraph: where the first run surfaced the error and where the blocking run located it."""
-
-    def where(d) -> str:
-        r = d.root
-        if r is None:
-            return "nothing recognised"
-        loc = r.facts.get("innermost_user_frame") or "no Python frame"
-        kern = f", kernel {r.facts['kernel_file']}:{r.facts.get('kernel_line')}" if r.facts.get("kernel_file") else ""
-        return f"{r.rule} at {loc}{kern}"
-
-    return f"kbdebug: first run: {where(first)}\nkbdebug: with CUDA_LAUNCH_BLOCKING=1: {where(second)}"
+app.command("run", context_settings=RUN_CONTEXT)(run_cmd)  # kbdebug/cli_run.py
 
 
 @app.command("parse")
@@ -345,7 +211,7 @@ def parse_cmd(
     try:
         regions = _regions_for(file, passthrough=False)
     except InputError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     records = parse_regions(regions)
     if fmt == ParseFormat.json:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2, ensure_ascii=False))
@@ -364,7 +230,7 @@ def rules_list(kb: KbOption = None) -> None:
     try:
         base = load_kb(kb)
     except RuleFileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     for rule in sorted(base.rules, key=lambda r: r.id):
         typer.echo(f"{rule.id:<28} {rule.priority:>3}  {rule.title}")
 
@@ -382,10 +248,10 @@ def rules_show(
     try:
         base = load_kb(kb)
     except RuleFileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     rule = base.get(rule_id)
     if rule is None:
-        _fail(f"no rule {rule_id!r}; see `kbdebug rules list`")
+        fail(f"no rule {rule_id!r}; see `kbdebug rules list`")
     sys.stdout.write(show_rule(rule, base, kb, fmt.value, width=output_width(sys.stdout)))
 
 
@@ -402,15 +268,6 @@ def rules_lint(directory: Annotated[Path, typer.Argument(metavar="DIR", help="A 
         typer.echo(f"{len(problems)} problem{'s' * (len(problems) != 1)} in {files} file{'s' * (files != 1)}", err=True)
         raise typer.Exit(1)
     typer.echo(f"{directory}: all rule files valid")
-
-
-def _run_facts(cmd: list[str]) -> dict[str, Any]:
-    """What `kbdebug run` knows for the commands it suggests: the script and arguments after `python`."""
-    import shlex
-
-    if cmd and Path(cmd[0]).name.startswith("python") and len(cmd) > 1:
-        return {"script": shlex.join(cmd[1:])}
-    return {}
 
 
 def main() -> None:

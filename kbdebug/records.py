@@ -2,6 +2,10 @@
 
 Every record keeps the source lines it came from (`first_line`, `last_line`, 1-based, as an
 editor numbers them) and its raw text, so a diagnosis can always point back at the evidence.
+
+One module over ~400 lines on purpose: the record kinds and the facts they say are one vocabulary
+(the grammars' field names, rule matches, `rules lint` and docs/json.md all read it), and a kind is
+short; split by kind, every reader would import a dozen modules to see what a fact means.
 """
 
 from __future__ import annotations

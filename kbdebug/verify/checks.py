@@ -1,5 +1,9 @@
 """Targeted checks on the user's own tensors. Each one runs on the tensor's device, reads back
-only small summaries, never changes its inputs, and returns a `CheckResult` with numbers."""
+only small summaries, never changes its inputs, and returns a `CheckResult` with numbers.
+
+Over ~400 lines on purpose: the checks share their summaries (min/max/histogram read back once) and
+their wording of findings; label and layout checks with more logic live in their own modules.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,33 @@
+"""What the `kbdebug` commands share: their output formats, option types and the one-line usage error."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+
+class Format(StrEnum):
+    """kbdebug.render's formats (not imported here, it is heavy); an Enum so help and completion list them."""
+
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+    html = "html"
+
+
+class ParseFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")]
+FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+def fail(message: str) -> NoReturn:
+    """A usage or input error: one line on stderr, exit status 2 (never a traceback)."""
+    typer.echo(f"kbdebug: {message}", err=True)
+    raise typer.Exit(2)
