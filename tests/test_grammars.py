@@ -400,3 +400,26 @@ def test_a_message_cut_off_is_completed_from_the_literal_on_its_raising_line(cod
     log = f'Traceback (most recent call last):\n  File "/x/m.py", line 9, in f\n    {code}\n{pasted}\n'
     (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
     assert exc.message == message
+
+
+def test_a_paste_that_lost_its_newlines_is_read_as_the_lines_it_was() -> None:
+    """`terminate called ...` and `what():` always start a line of their own: found mid-line, the line was glued."""
+    from kbdebug.parse import parse_text
+
+    glued = (
+        "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down. "
+        "terminate called after throwing an instance of 'std::runtime_error' what(): NCCL error: unhandled system error, "
+        "NCCL version 2.18.1 Exception raised from checkForNCCLErrors at ../torch/csrc/ProcessGroupNCCL.cpp:1275 (most recent call first):"
+    )
+    records = parse_text(glued)
+    (cpp,) = [r for r in records if r.kind == "cpp_exception"]
+    assert (cpp.exc_type, cpp.what, cpp.raised_from, cpp.raised_line) == (
+        "std::runtime_error",
+        "NCCL error: unhandled system error, NCCL version 2.18.1",
+        "checkForNCCLErrors",
+        1275,
+    )
+    assert [r.event for r in records if r.kind == "nccl"] == ["aborted", "nccl_error"]
+    # a CUDA error inside an exception's own line is not a glue point
+    (exc,) = [r for r in parse_text("RuntimeError: CUDA error: device-side assert triggered") if r.kind == "exception"]
+    assert exc.message == "CUDA error: device-side assert triggered"

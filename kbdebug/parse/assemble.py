@@ -3,11 +3,14 @@ which build records and join multi-line ones (tracebacks, sanitizer reports, C++
 
 from __future__ import annotations
 
+import itertools
+
 from kbdebug.normalise import Line
 from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
 from kbdebug.parse.cuda import CudaReader
-from kbdebug.parse.derive import anchors, line_start
+from kbdebug.parse.derive import anchors, line_start, own_line
 from kbdebug.parse.distributed import DistributedReader
+from kbdebug.parse.grammar import GRAMMARS
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
 from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader
@@ -45,7 +48,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         self.plain_frames = False  # the frames read so far are Python's plain ones (not IPython's with context lines)
 
     def run(self, lines: list[Line]) -> list[Record]:
-        for line in lines:
+        for line in (piece for whole in lines for piece in unglue(whole)):
             self.line(line)
             self.free_code = line.text.strip() if line.text[:1].isspace() and self.exc is None and not self.frames else None
         self._close_exc()
@@ -131,3 +134,15 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         """Interleaved ranks: another rank's line never continues this rank's message."""
         assert self.exc is not None
         return line.rank is None or self.exc.rank is None or line.rank == self.exc.rank
+
+
+def unglue(line: Line) -> list[Line]:
+    """A line holding the start of a line kind that tools print on a line of its own (`terminate called
+    after ...`, `what():`, a `Traceback` header) after other text: a paste lost its newlines, so it is
+    read as the lines it was. Where those kinds start is each grammar's (`// own line:`)."""
+    text = line.text
+    cuts = sorted({k for g in GRAMMARS if (a := own_line(g)) is not None for k in a.starts(text, 8) if k > 0 and not text[:k].isspace()})
+    if not cuts:
+        return [line]
+    bounds = [0, *cuts, len(text)]
+    return [line._replace(text=text[a:b].rstrip()) for a, b in itertools.pairwise(bounds) if text[a:b].strip()]

@@ -73,9 +73,9 @@ class _AnchorReader:
         self.direct: set[str] = set()
         self.after: dict[str, bool] = {}
 
-    def read(self, only: str | None) -> tuple[list[str], dict[str, bool]]:
+    def read(self, only: tuple[str, ...] | None) -> tuple[list[str], dict[str, bool]]:
         for rule in self.grammar.rules:  # each form of `start` (a shared prefix such as `=========` included)
-            if rule.origin.name == (only or "start") and rule.expansion:
+            if rule.origin.name in (only or ("start",)) and rule.expansion:
                 self._form(list(rule.expansion), frozenset({rule.origin.name}))
         return sorted(self.direct), self.after
 
@@ -226,10 +226,23 @@ def _pick(candidates: list[frozenset[str] | None]) -> frozenset[str] | None:
 
 
 @cache
-def anchors(name: str, only: str | None = None) -> Anchors:
-    """Where a template of grammar `name` (or only the template `only`) may start in a line."""
-    direct, after = _derived(name, f"anchors-{only or 'start'}", lambda: _AnchorReader(parser(name)).read(only))
+def anchors(name: str, *only: str) -> Anchors:
+    """Where a template of grammar `name` (or only one of the templates `only`) may start in a line."""
+    direct, after = _derived(name, f"anchors-{'-'.join(only) or 'start'}", lambda: _AnchorReader(parser(name)).read(only or None))
     return Anchors(direct, after)
+
+
+_OWN_LINE = re.compile(r"^//\s*own line:\s*(.*)$", re.M)
+
+
+@cache
+def own_line(name: str) -> Anchors | None:
+    """Where a line kind that a tool always prints at the start of a line (`// own line: KIND ...` in the
+    grammar: `terminate called after ...`, `what():`) begins inside a line: a paste that lost its
+    newlines glued it there, and the line is read as two."""
+    m = _OWN_LINE.search((data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8"))
+    kinds = tuple(m.group(1).split("(")[0].split()) if m else ()
+    return anchors(name, *kinds) if kinds else None
 
 
 def _derived(name: str, what: str, build: Callable[[], T]) -> T:
