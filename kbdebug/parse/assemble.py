@@ -10,7 +10,7 @@ from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReade
 from kbdebug.parse.cuda import CudaReader
 from kbdebug.parse.derive import anchors, line_start, own_line
 from kbdebug.parse.distributed import DistributedReader
-from kbdebug.parse.grammar import GRAMMARS
+from kbdebug.parse.grammar import GRAMMARS, parse
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
 from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader
@@ -141,8 +141,13 @@ def unglue(line: Line) -> list[Line]:
     after ...`, `what():`, a `Traceback` header) after other text: a paste lost its newlines, so it is
     read as the lines it was. Where those kinds start is each grammar's (`// own line:`)."""
     text = line.text
-    cuts = sorted({k for g in GRAMMARS if (a := own_line(g)) is not None for k in a.starts(text, 8) if k > 0 and not text[:k].isspace()})
+    cuts: set[int] = set()
+    for g in GRAMMARS:
+        a = own_line(g)
+        found = [k for k in a.starts(text, 8) if k > 0 and not text[:k].isspace()] if a is not None else []
+        if found and parse(g, text) is None:  # `Original Traceback (...)` is one line of its own kind, not two
+            cuts.update(found)
     if not cuts:
         return [line]
-    bounds = [0, *cuts, len(text)]
+    bounds = [0, *sorted(cuts), len(text)]
     return [line._replace(text=text[a:b].rstrip()) for a, b in itertools.pairwise(bounds) if text[a:b].strip()]
