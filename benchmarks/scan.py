@@ -1,4 +1,5 @@
-"""Throughput of `kbdebug explain` on a large noisy log, as a ratio to `grep -c` on the same file.
+"""Throughput of `kbdebug explain` on a large noisy log, as a ratio to `grep -c -F` for kbdebug's own needles
+(kbdebug.parse.needles) on the same file.
 
 Builds logs of training noise (tqdm redraws, INFO lines, rank-prefixed iteration lines) with one
 real error block near the end, then times both tools in the same run and prints peak RSS.
@@ -26,7 +27,6 @@ ERROR = (
     'Traceback (most recent call last):\n  File "train.py", line 151, in main\n    running_loss += loss.item()\n'
     "RuntimeError: CUDA error: device-side assert triggered\n"
 )
-GREP_PATTERN = ["-e", "rror", "-e", "ssert", "-e", "=====", "-e", "Warn", "-e", "NCCL"]
 
 
 def build(path: Path, mb: int) -> None:
@@ -98,12 +98,15 @@ def main() -> int:
     ap.add_argument("--kinds", default="noisy,cr,nonl")
     args = ap.parse_args()
     builders = {"noisy": build, "cr": build_cr, "nonl": build_nonl}
+    from kbdebug.parse.needles import needles  # the baseline greps for what kbdebug searches for
+
+    grep_pattern = [arg for n in needles() for arg in ("-e", n.decode())]
     with tempfile.TemporaryDirectory() as tmp:
         for kind, mb in ((k, int(s)) for k in args.kinds.split(",") for s in args.sizes.split(",")):
             path = Path(tmp) / f"{kind}_{mb}.log"
             builders[kind](path, mb)
             subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL)  # warm the page cache
-            grep_s, _ = timed(["grep", "-c", *GREP_PATTERN, str(path)])
+            grep_s, _ = timed(["grep", "-c", "-F", *grep_pattern, str(path)])
             kb_s, _ = timed([sys.executable, "-m", "kbdebug", "explain", "-q", "--format", "json", str(path)])
             rss = _peak_rss(path)
             size = os.path.getsize(path) / 1e6
