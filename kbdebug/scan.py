@@ -1,9 +1,9 @@
 """Find the few regions of a huge log that can hold crash evidence, reading it as a stream.
 
 Real logs are gigabytes of progress bars with a few kilobytes of evidence. The scanner never
-holds the whole input: it reads fixed-size chunks, looks for a handful of byte needles with
-`bytes.find` (C speed), and keeps only a window of context around each hit. What comes out
-is a list of `Region`s, already normalised into `Line`s for the grammars.
+holds the whole input: it reads fixed-size chunks, looks for byte needles (derived from the grammars
+by kbdebug.parse.needles and passed in) in one RE2 pass, and keeps only a window of context around
+each hit. What comes out is a list of `Region`s, already normalised into `Line`s for the grammars.
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ from kbdebug.normalise import Region, _Raw, normalise
 
 Needles = Callable[[], Sequence[bytes]]  # asked for only when needed: deriving them may build every parser
 
-# Every evidence type contains at least one of these (see tests/test_scan.py): exception and
-# CUDA/cuBLAS/cuDNN error lines ("rror"), kernel asserts ("ssert"), sanitizer lines ("====="),
-# UserWarnings ("Warn") and NCCL watchdog lines ("NCCL").
 CHUNK = 1 << 23
 BACK = 48 * 1024  # context kept before a hit: a traceback's frames precede its last line
 FWD = 16 * 1024  # context after a hit: DSA hints, C++ frames, sanitizer detail lines
@@ -236,8 +233,8 @@ def scan_stream(stream: BinaryIO, needles: Needles, chunk: int = CHUNK) -> list[
     return scanner.close()
 
 
-# Regular files this big are prefiltered with grep, which finds the needles several times faster than
-# five bytes.find passes; the bytes between hits are then skipped, not read.
+# Regular files this big are prefiltered with grep, which runs while kbdebug imports and reads faster
+# than Python; the bytes between hits are then skipped, not read.
 GREP_MIN = 32 << 20
 MAX_GREP_HITS = 500_000
 
