@@ -23,7 +23,7 @@ Triple = tuple[int, int, int]
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # a model's schema is built when a log first holds its kind
+    model_config = ConfigDict(extra="forbid")
 
     first_line: int = 0
     last_line: int = 0

@@ -238,6 +238,20 @@ def test_explain_many_logs_streams_each_then_groups_by_signature(tmp_path: Path)
     assert "summary: 4 logs, 1 distinct crash" in text and "cuda_oom" in text.splitlines()[-2]
 
 
+def test_logs_diagnosed_in_worker_processes_render_as_json(tmp_path: Path) -> None:
+    """From PARALLEL_MIN logs on, workers diagnose and the parent renders what they sent back."""
+    from kbdebug.batch import PARALLEL_MIN
+
+    for i in range(PARALLEL_MIN + 2):
+        (tmp_path / f"{i:03d}.log").write_text(EXAMPLE.read_text() if i % 2 else f"IndexError: Target {i + 10} is out of bounds.\n")
+    proc = run_cli("explain", "--format", "json", "--quiet", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr.decode()[-800:]
+    lines = [json.loads(ln) for ln in proc.stdout.decode().splitlines()]
+    assert len(lines) == PARALLEL_MIN + 3
+    assert {o["incidents"][0]["records"][0]["kind"] for o in lines[:-1]} == {"kernel_assert", "message"}
+    assert lines[-1]["summary"]["crashes"] == 2
+
+
 def test_many_logs_show_progress_on_a_terminal(tmp_path: Path) -> None:
     import os
 

@@ -32,7 +32,7 @@ class Match(BaseModel):
     (kernel file + condition, message template), never by a source line number.
     """
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first validation: a cached KB never validates
+    model_config = ConfigDict(extra="forbid")
 
     kind: RecordKind
     fields: dict[str, str] = {}
@@ -62,7 +62,7 @@ class Match(BaseModel):
 class Guide(BaseModel):
     """Ruff-style documentation; every section is a jinja2 template over `facts`."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first validation: a cached KB never validates
+    model_config = ConfigDict(extra="forbid")
 
     what: str = Field(min_length=10)
     why: str = Field(min_length=10)
@@ -75,7 +75,7 @@ class Indicator(BaseModel):
     message), the way Build Failure Analyzer's indications do. Found in an error's folded message;
     the weights of the phrases found combine as independent evidence (1 - prod(1 - w))."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first validation: a cached KB never validates
+    model_config = ConfigDict(extra="forbid")
 
     pattern: str
     weight: float = Field(0.6, gt=0.0, le=1.0)
@@ -93,14 +93,14 @@ class Examples(BaseModel):
     """Log snippets that must (positive) and must not (negative) be diagnosed as this rule, run by
     the tests and by `kbdebug rules lint`: the rule's contract, like ruff's rule docs."""
 
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first validation: a cached KB never validates
+    model_config = ConfigDict(extra="forbid")
 
     positive: list[str] = []
     negative: list[str] = []
 
 
 class Rule(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first validation: a cached KB never validates
+    model_config = ConfigDict(extra="forbid")
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str = Field(min_length=3)
