@@ -23,7 +23,13 @@ Triple = tuple[int, int, int]
 
 
 class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # A kind's schema is built when a log first holds it (most logs hold three of twenty kinds); a
+    # record unpickled from a worker process builds its kind first, or dumping it would fail.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        type(self).model_rebuild()
+        super().__setstate__(state)
 
     first_line: int = 0
     last_line: int = 0
