@@ -8,7 +8,7 @@ import itertools
 from kbdebug.normalise import Line
 from kbdebug.parse.asserts import _ASSERT_HINT, _COORD, _FUZZY_FILE, AssertReader
 from kbdebug.parse.cuda import CudaReader
-from kbdebug.parse.derive import anchors, line_start, own_line
+from kbdebug.parse.derive import anchors, line_start, may_hold, own_line
 from kbdebug.parse.distributed import DistributedReader
 from kbdebug.parse.grammar import GRAMMARS, parse
 from kbdebug.parse.messages import MessageReader
@@ -116,7 +116,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             self.exc_lines += 1
         if anchors("cuda_error").starts(text, 1):
             self.cuda_line(line)
-        if "out of memory" in text and "Tried to allocate" in text:
+        if may_hold("oom", text):
             self.oom(line)
         if anchors("distributed").starts(text, 1):
             self.distributed(line)

@@ -15,15 +15,6 @@ from kbdebug.normalise import Line
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
 
 
-def to_int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text.replace(",", ""))
-    except ValueError:
-        return None
-
-
 def triple(text: str) -> tuple[int, int, int]:
     a, b, c = (int(x) for x in re.findall(r"\d+", text)[:3])
     return (a, b, c)

@@ -7,9 +7,8 @@ from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
-from kbdebug.parse.derive import anchors
+from kbdebug.parse.derive import parse_in
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
-from kbdebug.parse.grammar import parse
 from kbdebug.records import CppException, CudaError, LibraryError, Oom
 
 
@@ -36,12 +35,9 @@ RAISED_DISTANCE = 4  # lines between `what():` and its `Exception raised from`
 
 class CudaReader(State):
     def cuda_line(self, line: Line) -> None:
-        text = line.text.strip()
-        for start in dict.fromkeys([0, *anchors("cuda_error").starts(text)]):
-            tree = parse("cuda_error", text[start:])
-            if tree is not None:
-                self._cuda_fields(CudaTree().read(tree), line)
-                return
+        tree = parse_in("cuda_error", line.text.strip())
+        if tree is not None:
+            self._cuda_fields(CudaTree().read(tree), line)
 
     def _cuda_fields(self, f: Fields, line: Line) -> None:
         kind = f.pop("template")
@@ -88,19 +84,16 @@ class CudaReader(State):
 
     # -- OOM ---------------------------------------------------------------------------------
     def oom(self, line: Line) -> None:
-        text = line.text.strip()
-        for start in dict.fromkeys([0, *anchors("oom").starts(text)]):  # the whole line keeps the exception type
-            tree = parse("oom", text[start:])
-            if tree is not None:
-                self.out.append(Oom(**read_at(line), **OomTree().transform(tree)))
-                return
+        tree = parse_in("oom", line.text.strip())
+        if tree is not None:
+            self.out.append(Oom(**read_at(line), **OomTree().transform(tree)))
 
 
 class OomTree(FieldTransformer):
     """oom.lark's tree to an Oom's fields (the grammar names each figure)."""
 
     def exc_type(self, children: list[Token]) -> Fields:
-        return {"exc_type": str(children[0]).split(":")[0].strip()}
+        return {"exc_type": str(children[0]).split(":")[0].strip()} if children else {}
 
     def process(self, children: list[Token]) -> Fields:
         return {}  # another process's use of the GPU: not a figure of this allocation

@@ -17,14 +17,14 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
-from lark import Lark
+from lark import Lark, Tree
 from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
 from kbdebug import phrases
 from kbdebug._cache import cached
 from kbdebug._resources import data_dir
-from kbdebug.parse.grammar import parser
+from kbdebug.parse.grammar import parse, parser
 from kbdebug.phrases import canonical_text, split_alternatives
 
 T = TypeVar("T")
@@ -251,3 +251,24 @@ def _derived(name: str, what: str, build: Callable[[], T]) -> T:
     code = [Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], phrases)]
     key = hashlib.sha256("|".join([*sources, *code]).encode()).hexdigest()[:20]
     return cached(f"{name}-{what}", key, object, build)  # type: ignore[return-value]
+
+
+def parse_in(name: str, text: str) -> Tree | None:
+    """`text` read as a line of grammar `name`: whole (a prefix such as the exception type is part of
+    the record), else from each place in it where one of the grammar's templates may start."""
+    for start in dict.fromkeys([0, *anchors(name).starts(text)]):
+        tree = parse(name, text[start:])
+        if tree is not None:
+            return tree
+    return None
+
+
+@cache
+def _texts_of(name: str) -> tuple[str, ...]:
+    return tuple(sorted({t for texts in required_texts(name).values() if texts for t in texts}))
+
+
+def may_hold(name: str, text: str) -> bool:
+    """Whether `text` holds one of the texts that a line of grammar `name` must hold (`Tried to allocate`
+    for an OOM): worth parsing, without loading the parser to find out."""
+    return any(t in text for t in _texts_of(name))

@@ -9,7 +9,7 @@ from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
-from kbdebug.parse.derive import anchors
+from kbdebug.parse.derive import parse_in
 from kbdebug.parse.fields import Fields, FieldTransformer, merge
 from kbdebug.parse.grammar import parse
 from kbdebug.records import ElasticFailure, NcclEvent
@@ -51,13 +51,11 @@ class ElasticTree(FieldTransformer):
 class DistributedReader(State):
     def distributed(self, line: Line) -> None:
         text = line.text.strip()
-        for start in dict.fromkeys([0, *anchors("distributed").starts(text)]):  # the whole line keeps its tags
-            tree = parse("distributed", text[start:])
-            if tree is not None:
-                fields = NcclTree().read(tree)
-                fields.pop("template")
-                self.out.append(NcclEvent(**{**read_at(line), **fields}, text=text))
-                return
+        tree = parse_in("distributed", text)  # the whole line keeps its tags
+        if tree is not None:
+            fields = NcclTree().read(tree)
+            fields.pop("template")
+            self.out.append(NcclEvent(**{**read_at(line), **fields}, text=text))
 
     def elastic_line(self, line: Line) -> None:
         """A line of the failure table; a line that is not one closes the table."""

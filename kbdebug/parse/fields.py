@@ -10,10 +10,11 @@ cannot say by itself: a value built from several tokens, a derived value, the re
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from lark import Token, Transformer, Tree
+
+from kbdebug.parse.grammar import templates
 
 Fields = dict[str, Any]
 
@@ -38,8 +39,6 @@ class FieldTransformer(Transformer[Token, Any]):
 
     def __init__(self) -> None:
         super().__init__()
-        from kbdebug.parse.grammar import templates
-
         self.templates = templates(self.grammar) if self.grammar else frozenset()
 
     def __default__(self, data: str, children: list[Any], meta: Any) -> Fields:
@@ -69,7 +68,3 @@ def merge(children: list[Any]) -> Fields:
 
 def unquote(text: str, quotes: str = "\"'`") -> str:
     return text[1:-1] if len(text) >= 2 and text[0] in quotes and text[-1] in quotes else text
-
-
-def ints(text: str) -> list[int]:
-    return [int(x) for x in re.findall(r"\d+", text)]

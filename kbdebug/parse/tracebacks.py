@@ -9,6 +9,7 @@ from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
+from kbdebug.parse.derive import may_hold
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
 from kbdebug.parse.grammar import parse
 from kbdebug.records import Frame, PyException
@@ -120,7 +121,7 @@ class TracebackReader(State):
         for folded in dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n")))):
             line = Line(exc.first_line, folded, exc.rank, exc.time)
             before = len(self.out)
-            if ("oom", exc.first_line) not in known and "out of memory" in folded:
+            if ("oom", exc.first_line) not in known and may_hold("oom", folded):
                 self.oom(line)
             if ("message", exc.first_line) not in known:
                 self.messages(line, folded)
