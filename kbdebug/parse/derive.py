@@ -23,8 +23,7 @@ from lark.lexer import PatternStr
 
 from kbdebug import phrases
 from kbdebug._cache import cached
-from kbdebug._resources import data_dir
-from kbdebug.parse.grammar import parse, parser
+from kbdebug.parse.grammar import directive, parse, parser, source
 from kbdebug.phrases import canonical_text, split_alternatives
 
 T = TypeVar("T")
@@ -232,25 +231,26 @@ def anchors(name: str, *only: str) -> Anchors:
     return Anchors(direct, after)
 
 
-_OWN_LINE = re.compile(r"^//\s*own line:\s*(.*)$", re.M)
-
-
 @cache
 def own_line(name: str) -> Anchors | None:
     """Where a line kind that a tool always prints at the start of a line (`// own line: KIND ...` in the
     grammar: `terminate called after ...`, `what():`) begins inside a line: a paste that lost its
     newlines glued it there, and the line is read as two."""
-    m = _OWN_LINE.search((data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8"))
-    kinds = tuple(m.group(1).split("(")[0].split()) if m else ()
+    kinds = directive(source(name), "own line")
     return anchors(name, *kinds) if kinds else None
 
 
 def _derived(name: str, what: str, build: Callable[[], T]) -> T:
     """`build()`'s reading of grammar `name`, kept in the cache under the grammar's text and this code."""
-    sources = [(data_dir("grammars") / f"{g}.lark").read_text(encoding="utf-8") for g in (name, "_common")]
-    code = [Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], phrases)]
-    key = hashlib.sha256("|".join([*sources, *code]).encode()).hexdigest()[:20]
+    key = hashlib.sha256("|".join([source(name), source("_common"), code_text()]).encode()).hexdigest()[:20]
     return cached(f"{name}-{what}", key, object, build)  # type: ignore[return-value]
+
+
+@cache
+def code_text() -> str:
+    """The source of the code that derives these readings: part of every cache key, so an edit of it
+    never meets a stale reading."""
+    return "".join(Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], phrases))
 
 
 def parse_in(name: str, text: str) -> Tree | None:

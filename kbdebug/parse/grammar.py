@@ -32,16 +32,27 @@ def _dumps(obj: Lark) -> bytes:
     return buf.getvalue()
 
 
-_PARSER = re.compile(r"^//\s*parser:\s*(lalr|earley)\b", re.M)
+@cache
+def source(name: str) -> str:
+    """The text of `grammars/<name>.lark` (read once per process: the parser, its cache key and the
+    readings of kbdebug.parse.derive all need it)."""
+    return (data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8")
 
 
-def _build(source: str) -> Lark:
+def directive(text: str, key: str) -> list[str] | None:
+    """The words of a grammar's `// KEY: word word (why)` comment (the reason in parentheses dropped), or
+    None without one: `parser`, `scan for`, `own line` say what the grammar is to the code that reads it."""
+    m = re.search(rf"^//\s*{re.escape(key)}:\s*(.*)$", text, re.M)
+    return m.group(1).split("(")[0].split() if m else None
+
+
+def _build(text: str) -> Lark:
     """LALR where the grammar file says `// parser: lalr` (line formats without ambiguity: a tenth of the
     cost to load and to parse); Earley where templates overlap and only a dynamic lexer can tell them apart."""
     paths = [str(data_dir("grammars"))]
-    if _is_lalr(source):
-        return Lark(source, parser="lalr", start="start", import_paths=paths)
-    return Lark(source, parser="earley", lexer="dynamic", start="start", import_paths=paths)
+    if _is_lalr(text):
+        return Lark(text, parser="lalr", start="start", import_paths=paths)
+    return Lark(text, parser="earley", lexer="dynamic", start="start", import_paths=paths)
 
 
 @cache
@@ -52,12 +63,11 @@ def parser(name: str) -> Lark:
     unpickling it costs 1-4 ms. The cache key covers the grammar text, lark and Python, so an
     edited grammar or an upgrade never meets a stale parser; any cache problem means a rebuild.
     """
-    source = (data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8")
-    common = (data_dir("grammars") / "_common.lark").read_text(encoding="utf-8")
-    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{source}|{common}".encode()).hexdigest()[:20]
-    if _is_lalr(source):  # LALR tables travel as lark's own serialised data, not as a pickled parser
-        return cached(name, key, Lark, lambda: _build(source), _save, lambda data: Lark.load(io.BytesIO(data)))
-    return cached(name, key, Lark, lambda: _build(source), _dumps)
+    text, common = source(name), source("_common")
+    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{text}|{common}".encode()).hexdigest()[:20]
+    if _is_lalr(text):  # LALR tables travel as lark's own serialised data, not as a pickled parser
+        return cached(name, key, Lark, lambda: _build(text), _save, lambda data: Lark.load(io.BytesIO(data)))
+    return cached(name, key, Lark, lambda: _build(text), _dumps)
 
 
 def _save(obj: Lark) -> bytes:
@@ -66,9 +76,8 @@ def _save(obj: Lark) -> bytes:
     return buf.getvalue()
 
 
-def _is_lalr(source: str) -> bool:
-    m = _PARSER.search(source)
-    return bool(m) and m.group(1) == "lalr"  # type: ignore[union-attr]
+def _is_lalr(text: str) -> bool:
+    return (directive(text, "parser") or [""])[0] == "lalr"
 
 
 def parse(name: str, text: str) -> Tree | None:

@@ -11,29 +11,21 @@ those texts is chosen here. A new grammar or template brings its needles with it
 from __future__ import annotations
 
 import hashlib
-import re
-import sys
 from functools import cache
 from pathlib import Path
 
-from kbdebug import phrases
 from kbdebug._cache import cached
-from kbdebug._resources import data_dir
-from kbdebug.parse import derive
-from kbdebug.parse.derive import required_texts
-from kbdebug.parse.grammar import GRAMMARS
+from kbdebug.parse.derive import code_text, required_texts
+from kbdebug.parse.grammar import GRAMMARS, directive, source
 
 MIN_NEEDLE = 4  # a text shorter than this cannot be searched for: it is everywhere
 NEEDLE = 6  # needles are this long (or a whole shorter text): `tion` would hit every other English line
-_SCAN_FOR = re.compile(r"^//\s*scan for:\s*(.*)$", re.M)
 
 
 def openers(name: str) -> list[str]:
     """The line kinds of grammar `name` that open a record: `// scan for: a b` (`*` for all, `none`)."""
-    source = (data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8")
-    m = _SCAN_FOR.search(source)
     kinds = required_texts(name)
-    words = m.group(1).split("(")[0].split() if m else ["*"]  # what follows in parentheses is the reason
+    words = directive(source(name), "scan for") or ["*"]
     if words == ["*"]:
         return sorted(kinds)
     return [] if words == ["none"] else [w for w in words if w in kinds]
@@ -43,8 +35,8 @@ def openers(name: str) -> list[str]:
 def needles() -> tuple[bytes, ...]:
     """A small set of byte strings such that every opening line of every grammar holds one; derived once
     per set of grammars and kept in the cache, so a cold start that needs no parser does not build them."""
-    sources = "".join((data_dir("grammars") / f"{name}.lark").read_text(encoding="utf-8") for name in (*GRAMMARS, "_common"))
-    code = "".join(Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], derive, phrases))
+    sources = "".join(source(name) for name in (*GRAMMARS, "_common"))
+    code = Path(__file__).read_text(encoding="utf-8") + code_text()
     key = hashlib.sha256(f"{sources}|{code}".encode()).hexdigest()[:20]  # the grammars and the code that reads them
     return cached("needles", key, tuple, _derive)
 
