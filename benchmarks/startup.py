@@ -90,7 +90,7 @@ def main() -> int:
             print("torch is not installed: the diagnose(exc) figures are skipped")
             return 0
         floor_in, first = [], []
-        for _ in range(max(3, args.runs // 2)):
+        for _ in range(args.runs):
             floor_in.append(inner("floor", env))
             first.append(inner("kbdebug", env))
         f, k = statistics.median(floor_in), statistics.median(first)

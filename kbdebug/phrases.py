@@ -4,7 +4,8 @@ are found by. A leaf module: the grammars (kbdebug.parse) and the rules (kbdebug
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 
 def split_alternatives(regex: str) -> list[str]:
@@ -142,3 +143,22 @@ def _literal_alternatives(op: Any, av: Any, c: Any) -> list[str] | None:
 def texts_score(texts: frozenset[str]) -> tuple[int, int]:
     """A set is as good as its shortest text (a needle that short is found everywhere), then smaller."""
     return (min(len(t) for t in texts), -len(texts))
+
+
+class Finder(Protocol):
+    def finditer(self, text: str) -> Iterator[Any]: ...
+
+
+def literal_finder(texts: list[str]) -> Finder:
+    """One pattern finding any of `texts`, longest first where two start at the same place. Compiled by
+    RE2 where it is installed: Python's engine parses a pattern in Python, and a grammar's few hundred
+    fixed texts took it a few milliseconds of every cold start; RE2 compiles them in microseconds."""
+    pattern = "|".join(re.escape(x) for x in sorted(texts, key=len, reverse=True))
+    try:
+        import re2  # type: ignore[import-untyped]
+
+        options = re2.Options()
+        options.log_errors = False
+        return re2.compile(pattern, options)  # type: ignore[no-any-return]
+    except Exception:  # no binding here: Python's engine finds the same texts
+        return re.compile(pattern)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pytest
+from lark.exceptions import LarkError
 
-from kbdebug.parse.grammar import GRAMMARS, first_alt, parse
+from kbdebug.parse.grammar import GRAMMARS, _build, _dumps, _Literal, _terminal, directive, first_alt, parse, source
 
 CASES = [
     (
@@ -423,3 +425,42 @@ def test_a_paste_that_lost_its_newlines_is_read_as_the_lines_it_was() -> None:
     # a CUDA error inside an exception's own line is not a glue point
     (exc,) = [r for r in parse_text("RuntimeError: CUDA error: device-side assert triggered") if r.kind == "exception"]
     assert exc.message == "CUDA error: device-side assert triggered"
+
+
+EARLEY = [g for g in GRAMMARS if "lalr" not in (directive(source(g), "parser") or [])]
+
+
+@pytest.mark.parametrize("grammar", EARLEY)
+def test_a_parser_read_back_from_the_cache_parses_as_the_one_just_built(grammar: str) -> None:
+    """Earley parsers are pickled with their terminals as text (plain text found by startswith, regexes
+    compiled on first use): read back, they must give every example line the same tree."""
+    built = _build(source(grammar))
+    read_back = pickle.loads(_dumps(built))
+    lines = [line for g, _, line in CASES if g == grammar] + (list(MESSAGES.values()) if grammar == "messages" else [])
+    lines += [line for line in OOM if grammar == "oom"]
+    lines.append("Epoch 3: 41%|####      | 412/1000 [02:11<03:07, loss=0.43]")  # and fail alike
+    assert len(lines) > 1
+    for line in lines:
+        try:
+            want = built.parse(line.strip())
+        except LarkError:
+            want = None
+        try:
+            got = read_back.parse(line.strip())
+        except LarkError:
+            got = None
+        assert got == want, line
+
+
+def test_pickled_terminals_are_plain_text_or_compiled_on_first_use() -> None:
+    plain = _terminal(re.escape("is out of bounds"), re.UNICODE)
+    assert isinstance(plain, _Literal)
+    found = plain.match("index 5 is out of bounds", 8)
+    assert found is not None and (found.group(0), found.start(), found.end()) == ("is out of bounds", 8, 24)
+    assert plain.match("index 5 is out of bounds", 7) is None
+    rx = _terminal(r"\d+(?:\.\d+)?", re.UNICODE)
+    assert not isinstance(rx, _Literal)
+    m = rx.match("size 12.5 GiB", 5)
+    assert m is not None and m.group(0) == "12.5"
+    assert rx.groups == 0  # anything else asked of it is the compiled pattern's
+    assert not isinstance(_terminal(re.escape("Error"), re.UNICODE | re.IGNORECASE), _Literal)

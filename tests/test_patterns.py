@@ -95,3 +95,20 @@ def test_rule_patterns_have_no_nested_repetition() -> None:
                 assert super_linear_reason(pat) is None, (rule.id, pat)
         for ind in rule.indicators:
             assert super_linear_reason(ind.pattern) is None, (rule.id, ind.pattern)
+
+
+def test_an_indicator_is_searched_only_where_its_fixed_text_is() -> None:
+    """The texts every match of an indicator holds are read off its pattern at load; a message holding
+    none of them is not searched, and one that holds them is (never a false skip)."""
+    from kbdebug.kb.model import Indicator
+
+    ind = Indicator(pattern=r"Class values must be (?:smaller than num_classes|non-negative)")
+    assert ind.may_match("ValueError: Class values must be non-negative.")
+    assert not ind.may_match("RuntimeError: CUDA error: device-side assert triggered")
+    blind = Indicator(pattern="(?i)one[_-]?hot")  # case-blind: no one text, so always searched
+    assert blind.may_match("ONE-HOT") and blind.may_match("anything")
+    for rule in load_kb().rules:  # every bundled indicator: whatever it matches, its prefilter lets through
+        for i in rule.indicators:
+            for text in rule.examples.positive:
+                if compile_pattern(i.pattern).search(text):
+                    assert i.may_match(text), (rule.id, i.pattern)

@@ -10,7 +10,6 @@ from kbdebug.diagnosis import Consequence, Diagnosis, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
 from kbdebug.kb.patterns import Pattern, compile_pattern
-from kbdebug.phrases import canonical_text
 from kbdebug.records import Record
 from kbdebug.stamps import Stamp, earliest
 
@@ -94,15 +93,8 @@ def evidence_text(rec: Record) -> str | None:
 MIN_CUT_PHRASE = 12  # a phrase cut off by the end of the text still counts from this many characters on
 
 
-@cache
-def _phrase(pattern: str) -> str:
-    """The fixed text a phrase pattern starts with (its first alternative), for matching it cut off."""
-    return canonical_text(pattern.removeprefix("(?i)"))
-
-
-def _cut_phrase(pattern: str, text: str) -> str:
-    """The start of the phrase the text ends with (a message cut mid-phrase), or "" when too little is there."""
-    lit = _phrase(pattern)
+def _cut_phrase(lit: str, text: str) -> str:
+    """The start of the phrase `lit` that the text ends with (a message cut mid-phrase), or "" when too little is there."""
     tail = text.rstrip()
     for k in range(len(lit) - 1, max(MIN_CUT_PHRASE, len(lit) // 3) - 1, -1):
         if tail.endswith(lit[:k]):
@@ -115,12 +107,12 @@ def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
     a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
     for ind in rule.indicators:
-        m = _rx(ind.pattern).search(text)
+        m = _rx(ind.pattern).search(text) if ind.may_match(text) else None
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
-        elif cut := _cut_phrase(ind.pattern, text):
-            miss *= 1.0 - ind.weight * len(cut) / len(_phrase(ind.pattern))
+        elif cut := _cut_phrase(ind.lead, text):
+            miss *= 1.0 - ind.weight * len(cut) / len(ind.lead)
             found.append(cut + "…")
     return 1.0 - miss, found
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from kbdebug.kb.patterns import check_pattern
+from kbdebug.phrases import canonical_text, required_texts
+
+# A cached knowledge base is only unpickled, never validated, so a rule model's schema is built only
+# where a rule is validated (an uncached load, `rules lint`) or dumped (`rules show`).
+_CONFIG = ConfigDict(extra="forbid", defer_build=True)
 
 RecordKind = Literal[
     "kernel_assert",
@@ -32,7 +37,7 @@ class Match(BaseModel):
     (kernel file + condition, message template), never by a source line number.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
 
     kind: RecordKind
     fields: dict[str, str] = {}
@@ -62,7 +67,7 @@ class Match(BaseModel):
 class Guide(BaseModel):
     """Ruff-style documentation; every section is a jinja2 template over `facts`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
 
     what: str = Field(min_length=10)
     why: str = Field(min_length=10)
@@ -75,10 +80,26 @@ class Indicator(BaseModel):
     message), the way Build Failure Analyzer's indications do. Found in an error's folded message;
     the weights of the phrases found combine as independent evidence (1 - prod(1 - w))."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
 
     pattern: str
     weight: float = Field(0.6, gt=0.0, le=1.0)
+    # Read off the pattern once, when the rule is validated (the cached knowledge base keeps them):
+    # the fixed text it starts with, for a message cut off in the middle of it, and the texts one of
+    # which every match holds, so that a message holding none of them is not searched.
+    _lead: str = PrivateAttr(default="")
+    _required: frozenset[str] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._lead = canonical_text(self.pattern.removeprefix("(?i)"))
+        self._required = required_texts(self.pattern)
+
+    @property
+    def lead(self) -> str:
+        return self._lead
+
+    def may_match(self, text: str) -> bool:
+        return self._required is None or any(t in text for t in self._required)
 
     @field_validator("pattern")
     @classmethod
@@ -93,14 +114,14 @@ class Examples(BaseModel):
     """Log snippets that must (positive) and must not (negative) be diagnosed as this rule, run by
     the tests and by `kbdebug rules lint`: the rule's contract, like ruff's rule docs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
 
     positive: list[str] = []
     negative: list[str] = []
 
 
 class Rule(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _CONFIG
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str = Field(min_length=3)

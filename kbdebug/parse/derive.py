@@ -39,7 +39,7 @@ class Anchors:
     """
 
     def __init__(self, direct: list[str], after: dict[str, bool]) -> None:
-        self.direct = re.compile("|".join(re.escape(x) for x in sorted(direct, key=len, reverse=True)))
+        self.direct = phrases.literal_finder(direct)
         self.after = after  # fixed text -> the free-form token before it may hold spaces
 
     def starts(self, text: str, limit: int = 4) -> list[int]:
