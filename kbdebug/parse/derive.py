@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from lark import Lark, Tree
 from lark.grammar import NonTerminal, Symbol
@@ -23,7 +23,8 @@ from lark.lexer import PatternStr
 
 from kbdebug import phrases
 from kbdebug._cache import cached
-from kbdebug.parse.grammar import directive, parse, parser, source
+from kbdebug.parse import packaged
+from kbdebug.parse.grammar import GRAMMARS, directive, parse, parser, source
 from kbdebug.phrases import canonical_text, split_alternatives
 
 T = TypeVar("T")
@@ -241,7 +242,11 @@ def own_line(name: str) -> Anchors | None:
 
 
 def _derived(name: str, what: str, build: Callable[[], T]) -> T:
-    """`build()`'s reading of grammar `name`, kept in the cache under the grammar's text and this code."""
+    """`build()`'s reading of grammar `name`: the one shipped with the grammars when it was derived from
+    this grammar text and this code (kbdebug.parse.packaged), else kept in the cache under them."""
+    shipped = packaged.reading(name, what, _grammar_hash(name), _code_hash())
+    if shipped is not None:
+        return shipped  # type: ignore[no-any-return]
     key = hashlib.sha256("|".join([source(name), source("_common"), code_text()]).encode()).hexdigest()[:20]
     return cached(f"{name}-{what}", key, object, build)  # type: ignore[return-value]
 
@@ -250,7 +255,34 @@ def _derived(name: str, what: str, build: Callable[[], T]) -> T:
 def code_text() -> str:
     """The source of the code that derives these readings: part of every cache key, so an edit of it
     never meets a stale reading."""
-    return "".join(Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], phrases))
+    return "".join(Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], phrases, packaged))
+
+
+@cache
+def _code_hash() -> str:
+    return packaged.digest(code_text())
+
+
+def _grammar_hash(name: str) -> str:
+    return packaged.digest(f"{source(name)}|{source('_common')}")
+
+
+def packaged_readings() -> dict[str, Any]:
+    """Every reading the parse layer asks of each grammar, derived from the grammar itself: the content
+    of grammars/derived.json (`python -m kbdebug.parse` writes it, a test compares)."""
+    grammars: dict[str, Any] = {}
+    for name in GRAMMARS:
+        grammar = parser(name)
+        readings: dict[str, Any] = {
+            "anchors-start": _AnchorReader(grammar).read(None),
+            "line_start": _line_start(grammar),
+            "texts": _required_texts(grammar),
+        }
+        kinds = directive(source(name), "own line")
+        if kinds:
+            readings[f"anchors-{'-'.join(kinds)}"] = _AnchorReader(grammar).read(tuple(kinds))
+        grammars[name] = {"grammar": _grammar_hash(name), "readings": {w: packaged.encode(w, v) for w, v in readings.items()}}
+    return {"code": _code_hash(), "grammars": grammars}
 
 
 def parse_in(name: str, text: str) -> Tree | None:

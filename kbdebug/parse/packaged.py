@@ -1,0 +1,74 @@
+"""The grammars' derived readings, shipped beside them in `grammars/derived.json`.
+
+Which line may be of which format (anchors, first terminals, required texts: kbdebug.parse.derive) is
+read off each grammar, and reading it needs lark to load the grammar: 20-60 ms a grammar, and every
+format must be asked about every line. The user's cache keeps the readings between runs, but a first
+run, a CI job, a read-only home or `KBDEBUG_NO_CACHE=1` has no cache, and paid to load all nine
+grammars to read a log that holds three formats. So the readings travel with the grammars: generated
+by `python -m kbdebug.parse` from the grammars and the code that reads them, checked by the
+tests to be what that code derives now, and used only where the hashes of the grammar and of that
+code still match (an edited grammar is read from its source until the file is generated again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from typing import Any
+
+from kbdebug._resources import data_dir
+
+FILE = "derived.json"
+
+
+def digest(text: str) -> str:
+    """A hash that a checkout with Windows line ends shares with the wheel."""
+    return hashlib.sha256(text.replace("\r\n", "\n").encode()).hexdigest()[:20]
+
+
+@cache
+def _shipped() -> dict[str, Any]:
+    try:
+        data = json.loads((data_dir("grammars") / FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def reading(name: str, what: str, grammar_hash: str, code_hash: str) -> Any | None:
+    """The shipped reading `what` of grammar `name`, decoded, or None (absent, or derived from other text)."""
+    data = _shipped()
+    entry = data.get("grammars", {}).get(name)
+    if data.get("code") != code_hash or not isinstance(entry, dict) or entry.get("grammar") != grammar_hash:
+        return None
+    value = entry.get("readings", {}).get(what)
+    return None if value is None else decode(what, value)
+
+
+def encode(what: str, value: Any) -> Any:
+    """A reading as JSON: anchors are (texts, {text: spaces}), texts are {kind: set of texts or None}."""
+    if what == "texts":
+        return {kind: None if texts is None else sorted(texts) for kind, texts in sorted(value.items())}
+    if what.startswith("anchors-"):
+        direct, after = value
+        return [sorted(direct), dict(sorted(after.items()))]
+    return value
+
+
+def decode(what: str, value: Any) -> Any:
+    if what == "texts":
+        return {kind: None if texts is None else frozenset(texts) for kind, texts in value.items()}
+    if what.startswith("anchors-"):
+        return list(value[0]), dict(value[1])
+    return value
+
+
+def main() -> int:
+    """Write grammars/derived.json from the grammars and the code that reads them now."""
+    from kbdebug.parse.derive import packaged_readings
+
+    path = data_dir("grammars") / FILE
+    path.write_text(json.dumps(packaged_readings(), indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+    return 0

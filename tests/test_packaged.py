@@ -1,0 +1,69 @@
+"""grammars/derived.json: the grammars' readings shipped with them, so a run with no cache loads only the
+grammars of the formats its log holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbdebug._resources import data_dir
+from kbdebug.parse import derive, packaged
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_shipped_readings_are_what_the_grammars_say_now() -> None:
+    shipped = json.loads((data_dir("grammars") / packaged.FILE).read_text(encoding="utf-8"))
+    fresh = json.loads(json.dumps(derive.packaged_readings()))  # tuples as JSON lists, as in the file
+    assert shipped == fresh, "grammars/derived.json is stale: run `python -m kbdebug.parse` and commit it"
+
+
+def test_a_reading_derived_from_other_text_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "traceback"
+    grammar_hash, code_hash = derive._grammar_hash(name), derive._code_hash()
+    assert packaged.reading(name, "line_start", grammar_hash, code_hash) == derive._line_start(derive.parser(name))
+    assert packaged.reading(name, "line_start", "edited-grammar", code_hash) is None
+    assert packaged.reading(name, "line_start", grammar_hash, "edited-code") is None
+    texts = packaged.reading(name, "texts", grammar_hash, code_hash)
+    assert texts is not None and texts["header"] == frozenset({"Traceback (most recent call last)"})
+
+
+BUILT = r"""
+import sys
+import kbdebug.parse.grammar as g
+names = {g.source(n): n for n in g.GRAMMARS}
+built = []
+build = g._build
+g._build = lambda text: (built.append(names.get(text, "?")), build(text))[1]
+from kbdebug.cli import main
+sys.argv = ["kbdebug", "explain", "--format", "json", sys.argv[1]]
+try:
+    main()
+except SystemExit:
+    pass
+print("BUILT", " ".join(sorted(built)), file=sys.stderr)
+"""
+
+
+def test_without_a_cache_only_the_grammars_of_the_logs_formats_are_loaded(tmp_path: Path) -> None:
+    log = tmp_path / "crash.log"
+    log.write_text(
+        "/pytorch/aten/src/ATen/native/cuda/NLLLoss2d.cu:103: nll_loss2d_forward_kernel: block: [17,0,0], thread: [96,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/home/user/train.py", line 151, in main\n'
+        "    running_loss += loss.item()\n"
+        "RuntimeError: CUDA error: device-side assert triggered\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "KBDEBUG_NO_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", BUILT, str(log)], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    built = set(next(ln for ln in out.stderr.splitlines() if ln.startswith("BUILT")).split()[1:])
+    assert '"rule": "nll_target_out_of_range"' in out.stdout
+    # the three formats in the log; never sanitizer, NCCL, torchrun's table or OOM
+    assert built <= {"kernel_assert", "traceback", "cuda_error", "messages"}, built
+    assert "traceback" in built
