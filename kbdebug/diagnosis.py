@@ -66,10 +66,12 @@ class Diagnosis(BaseModel):
     # show the evidence in context; not part of the JSON contract.
     lines: dict[int, str] = {}
     # What diagnose(exc) found on the failing line (tensors, literal settings): not part of the JSON.
-    _inputs: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _inputs: dict[str, Any] | None = PrivateAttr(default=None)  # a factory's signature is inspected per instance
 
     def keep_inputs(self, inputs: dict[str, Any]) -> None:
         """Remember the failing line's tensors and settings for a later `verify()` with no arguments."""
+        if self._inputs is None:
+            self._inputs = {}
         for key, val in inputs.items():
             self._inputs.setdefault(key, val)
 
@@ -96,7 +98,7 @@ class Diagnosis(BaseModel):
         """
         from kbdebug.verify import run_checks
 
-        given = {**self._inputs, **tensors}
+        given = {**(self._inputs or {}), **tensors}
         for inc in self.incidents:
             results = run_checks(inc.checks, inc.facts, given)
             inc.verification = [r.model_dump(mode="json") for r in results]

@@ -134,7 +134,7 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     score, _, rule, found = best
     base, scale = INFERRED_CONFIDENCE
     made = Match(kind=rec.kind, confidence=round(base + scale * score, 2), priority=None)  # type: ignore[arg-type]
-    made._inferred_from = found
+    made._inferred_from = tuple(found)
     return rule, made
 
 

@@ -47,11 +47,12 @@ class Match(BaseModel):
     # error (a one-hot built with `scatter_(1, label, 1)` over the generic scatter bound check).
     priority: int | None = Field(None, ge=0, le=100)
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
-    _inferred_from: list[str] = PrivateAttr(default_factory=list)
+    # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
+    _inferred_from: tuple[str, ...] = PrivateAttr(default=())
 
     @property
     def inferred_from(self) -> list[str]:
-        return self._inferred_from
+        return list(self._inferred_from)
 
     @field_validator("fields", "absent")
     @classmethod
@@ -141,7 +142,7 @@ class Rule(BaseModel):
     facts: dict[str, str] = {}
     guide: Guide
     references: list[str] = []
-    examples: Examples = Field(default_factory=Examples)
+    examples: Examples = Field(default_factory=Examples)  # only where a rule file has no [examples]
 
     @model_validator(mode="after")
     def _recognisable(self) -> Rule:
