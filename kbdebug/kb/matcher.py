@@ -40,11 +40,11 @@ def matches(m: Match, rec: Record) -> bool:
         return False
     for name, pattern in m.fields.items():
         text = field_text(rec, name)
-        if text is None or not _rx(pattern).search(text):
+        if text is None or not m.may_find(pattern, text) or not _rx(pattern).search(text):
             return False
     for name, pattern in m.absent.items():
         text = field_text(rec, name)
-        if text is not None and _rx(pattern).search(text):
+        if text is not None and m.may_find(pattern, text) and _rx(pattern).search(text):
             return False
     return True
 
@@ -94,11 +94,17 @@ MIN_CUT_PHRASE = 12  # a phrase cut off by the end of the text still counts from
 
 
 def _cut_phrase(lit: str, text: str) -> str:
-    """The start of the phrase `lit` that the text ends with (a message cut mid-phrase), or "" when too little is there."""
+    """The start of the phrase `lit` that the text ends with (a message cut mid-phrase), or "" when too little is there.
+
+    The longest such start begins at the first place in the text's last len(lit)-1 characters where
+    the phrase's first character is and the rest of the text is how the phrase goes on."""
     tail = text.rstrip()
-    for k in range(len(lit) - 1, max(MIN_CUT_PHRASE, len(lit) // 3) - 1, -1):
-        if tail.endswith(lit[:k]):
-            return lit[:k]
+    shortest = max(MIN_CUT_PHRASE, len(lit) // 3)
+    j = tail.find(lit[:1], max(0, len(tail) - len(lit) + 1)) if lit else -1
+    while j != -1 and len(tail) - j >= shortest:
+        if lit.startswith(tail[j:]):
+            return tail[j:]
+        j = tail.find(lit[0], j + 1)
     return ""
 
 
@@ -133,7 +139,8 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
         return None
     score, _, rule, found = best
     base, scale = INFERRED_CONFIDENCE
-    made = Match(kind=rec.kind, confidence=round(base + scale * score, 2), priority=None)  # type: ignore[arg-type]
+    # made here from known values: constructed, not validated (validating would build Match's schema first)
+    made = Match.model_construct(kind=rec.kind, confidence=round(base + scale * score, 2), priority=None)
     made._inferred_from = tuple(found)
     return rule, made
 

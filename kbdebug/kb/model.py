@@ -49,10 +49,21 @@ class Match(BaseModel):
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
     # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
     _inferred_from: tuple[str, ...] = PrivateAttr(default=())
+    # For each pattern, the texts one of which every match holds (read once, at load): a field holding
+    # none of them is not searched.
+    _needs: dict[str, frozenset[str] | None] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._needs = {p: required_texts(p) for p in (*self.fields.values(), *self.absent.values())}
 
     @property
     def inferred_from(self) -> list[str]:
         return list(self._inferred_from)
+
+    def may_find(self, pattern: str, text: str) -> bool:
+        """False only where `pattern` cannot match `text`: it lacks every text a match must hold."""
+        needs = (self._needs or {}).get(pattern)
+        return needs is None or any(t in text for t in needs)
 
     @field_validator("fields", "absent")
     @classmethod
