@@ -463,4 +463,5 @@ def test_pickled_terminals_are_plain_text_or_compiled_on_first_use() -> None:
     m = rx.match("size 12.5 GiB", 5)
     assert m is not None and m.group(0) == "12.5"
     assert rx.groups == 0  # anything else asked of it is the compiled pattern's
+    assert plain.match("index 5 is out of bounds", 8, 20) is None  # endpos, as re has it
     assert not isinstance(_terminal(re.escape("Error"), re.UNICODE | re.IGNORECASE), _Literal)

@@ -60,9 +60,9 @@ class _LazyRegex:
     def __init__(self, pattern: str, flags: int) -> None:
         self.pattern, self.flags = pattern, flags
 
-    def match(self, string: str, pos: int = 0) -> re.Match[str] | _Found | None:
+    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | _Found | None:
         self.match = re.compile(self.pattern, self.flags).match  # type: ignore[method-assign]
-        return self.match(string, pos)
+        return self.match(string, pos, endpos)
 
     def __getattr__(self, name: str) -> object:  # whatever else lark asks of a pattern
         return getattr(re.compile(self.pattern, self.flags), name)
@@ -76,8 +76,8 @@ class _Literal(_LazyRegex):
         super().__init__(pattern, flags)
         self.text = text
 
-    def match(self, string: str, pos: int = 0) -> _Found | None:
-        return _Found(string, pos, pos + len(self.text)) if string.startswith(self.text, pos) else None
+    def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> _Found | None:
+        return _Found(string, pos, pos + len(self.text)) if string.startswith(self.text, pos, endpos) else None
 
 
 class _Found:
