@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, PrivateAttr, SerializeAsAny
+from pydantic import BaseModel, PrivateAttr
 
 from kbdebug.records import Record
+
+if TYPE_CHECKING:
+    RecordList = list[Record]
+else:
+    RecordList = list[Any]
 
 
 class Consequence(BaseModel):
@@ -43,9 +48,10 @@ class Incident(BaseModel):
     signature: str = ""
     signature_key: str = ""
     facts: dict[str, Any] = {}
-    # each record dumps as its own kind; typed by the base so that an incident does not build the
-    # schema of every record kind (a fifth of a cold diagnose) when a log holds two or three of them
-    records: list[SerializeAsAny[Record]] = []
+    # Each record dumps as its own kind. Pydantic sees `Any` (records are appended, never validated
+    # here, and a value in an `Any` field dumps by its own class), so that an incident builds the
+    # schema of no record kind, nor SerializeAsAny's wrapper (a tenth of importing kbdebug).
+    records: RecordList = []
     checks: list[str] = []
     commands: list[str] = []
     fix: str = ""
