@@ -67,3 +67,21 @@ def test_without_a_cache_only_the_grammars_of_the_logs_formats_are_loaded(tmp_pa
     # the three formats in the log; never sanitizer, NCCL, torchrun's table or OOM
     assert built <= {"kernel_assert", "traceback", "cuda_error", "messages"}, built
     assert "traceback" in built
+
+
+def test_a_damaged_file_costs_only_the_time_to_derive(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "traceback"
+    grammar_hash, code_hash = derive._grammar_hash(name), derive._code_hash()
+    good = packaged._shipped()
+    damaged: list[object] = [
+        [],
+        {"code": code_hash, "grammars": []},
+        {"code": code_hash, "grammars": {name: {"grammar": grammar_hash, "readings": {"anchors-start": "x", "texts": 3}}}},
+        {"code": code_hash, "grammars": {name: {"grammar": grammar_hash, "readings": {"line_start": ["not", "a", "regex"]}}}},
+    ]
+    for data in damaged:
+        monkeypatch.setattr(packaged, "_shipped", lambda data=data: data)
+        for what in ("anchors-start", "texts", "line_start"):
+            assert packaged.reading(name, what, grammar_hash, code_hash) is None, (data, what)
+    monkeypatch.setattr(packaged, "_shipped", lambda: good)
+    assert packaged.reading(name, "anchors-start", grammar_hash, code_hash) is not None

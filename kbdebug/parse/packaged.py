@@ -37,13 +37,17 @@ def _shipped() -> dict[str, Any]:
 
 
 def reading(name: str, what: str, grammar_hash: str, code_hash: str) -> Any | None:
-    """The shipped reading `what` of grammar `name`, decoded, or None (absent, or derived from other text)."""
+    """The shipped reading `what` of grammar `name`, decoded, or None: absent, derived from other text, or
+    not of the shape this code writes (a damaged file costs the time to derive it, never the run)."""
     data = _shipped()
-    entry = data.get("grammars", {}).get(name)
-    if data.get("code") != code_hash or not isinstance(entry, dict) or entry.get("grammar") != grammar_hash:
+    try:
+        entry = data["grammars"][name]
+        if data["code"] != code_hash or entry["grammar"] != grammar_hash:
+            return None
+        value = entry["readings"].get(what)
+        return None if value is None else decode(what, value)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
-    value = entry.get("readings", {}).get(what)
-    return None if value is None else decode(what, value)
 
 
 def encode(what: str, value: Any) -> Any:
@@ -57,11 +61,18 @@ def encode(what: str, value: Any) -> Any:
 
 
 def decode(what: str, value: Any) -> Any:
+    """The reading as the deriving code returns it; ValueError where the JSON is not of that shape."""
+    out: Any
     if what == "texts":
-        return {kind: None if texts is None else frozenset(texts) for kind, texts in value.items()}
-    if what.startswith("anchors-"):
-        return list(value[0]), dict(value[1])
-    return value
+        out = {str(kind): None if texts is None else frozenset(map(str, texts)) for kind, texts in value.items()}
+    elif what.startswith("anchors-"):
+        direct, after = value
+        out = ([str(x) for x in direct], {str(k): bool(v) for k, v in after.items()})
+    elif isinstance(value, str):
+        out = value
+    else:
+        raise ValueError(f"{what}: not a reading")
+    return out
 
 
 def main() -> int:
