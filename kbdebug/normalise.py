@@ -2,7 +2,8 @@
 
 ANSI colours, CRLF, `\r` progress redraws, full-width punctuation, control bytes, rank / timestamp /
 log-level / journald / worker prefixes, records glued onto one line, hard wrapping at any width, a
-traceback flattened into one paragraph, Markdown bold and fences, pane borders, over-long lines. The
+traceback flattened into one paragraph, Markdown bold and fences, pane borders, the box rich draws
+around a traceback, over-long lines. The
 scanner (kbdebug/scan.py) decides which bytes to read; this module turns them into `Line`s.
 """
 
@@ -118,6 +119,7 @@ def normalise(raw: _Raw) -> Region:
         physical.pop()
     lines: list[Line] = []
     heads: list[str | None] = []  # the first piece of a physical line as printed (only those can continue a wrap), else None
+    boxed: set[int] = set()  # lines drawn inside a box: as wide as the box, and never wrapped
     for offset, phys in enumerate(physical):
         no = raw.line + offset
         first = True
@@ -125,12 +127,14 @@ def normalise(raw: _Raw) -> Region:
             seg = _clean(piece)
             if not seg.strip():
                 continue
+            if piece.lstrip()[:1] in _BOX_CHARS:
+                boxed.add(no)
             for line in _split_prefixed(seg, no):
                 lines.append(line)
-                heads.append(seg if first else None)
+                heads.append(seg if first and no not in boxed else None)
                 first = False
     # a terminal wraps the line as printed, prefix included: widths are read off the physical lines
-    phys_widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys}
+    phys_widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys and raw.line + k not in boxed}
     widths = [
         phys_widths.get(ln.no, len(ln.text)) if i + 1 == len(lines) or lines[i + 1].no != ln.no else len(ln.text)
         for i, ln in enumerate(lines)
@@ -146,6 +150,12 @@ def normalise(raw: _Raw) -> Region:
 
 
 _PANE_BORDER = re.compile(r"\s{3,}[x│┃|]\s*$")  # a terminal multiplexer's pane border after the padding
+# A boxed traceback (rich.traceback, as Lightning and typer print it): the box's title line is the header
+# (`╭──── Traceback (most recent call last) ────╮`), its sides and bottom are decoration.
+_BOX_TOP = re.compile(r"^\s*[╭┌]─+\s*(.*?)\s*─*[╮┐]\s*$")
+_BOX_SIDE = re.compile(r"^\s*[│┃] ?(.*?)\s*(?:[│┃]\s*)?$")
+_BOX_BOTTOM = re.compile(r"^\s*[╰└]─+[╯┘]\s*$")
+_BOX_CHARS = frozenset("╭┌│┃╰└")
 
 
 def cut(seg: str, limit: int) -> str:
@@ -156,10 +166,20 @@ def cut(seg: str, limit: int) -> str:
     return f"{seg[:half]} …[{len(seg) - 2 * half} characters cut]… {seg[-half:]}"
 
 
+def _unbox(seg: str) -> str:
+    for pattern in (_BOX_TOP, _BOX_BOTTOM, _BOX_SIDE):
+        m = pattern.match(seg)
+        if m:
+            return m.group(1) if m.groups() else ""
+    return seg
+
+
 def _clean(seg: str) -> str:
     seg = cut(seg, MAX_FLAT)
     if seg.endswith(("x", "│", "┃", "|", " ")) and _PANE_BORDER.search(seg):
         seg = _PANE_BORDER.sub("", seg)
+    if seg.lstrip()[:1] in _BOX_CHARS:
+        seg = _unbox(seg)
     if "**" in seg:
         seg = _BOLD.sub(r"\1", seg)
     if _CTRL.search(seg):

@@ -208,3 +208,30 @@ def test_shape_relations_decide_the_rule(text: str, rule: str, facts: dict) -> N
     assert got == rule
     for key, val in facts.items():
         assert got_facts[key] == val
+
+
+RICH_BOX = """\
+╭─────────────────────────────── Traceback (most recent call last) ────────────────────────────────╮
+│ /home/u/seg/train.py:31 in step                                                                  │
+│                                                                                                  │
+│   28 │   for x, y in loader:                                                                     │
+│   30 │   │   logits = model(x)                                                                   │
+│ ❱ 31 │   │   loss = criterion(logits, y)                                                         │
+│   32 │   │   loss.backward()                                                                     │
+│                                                                                                  │
+│ /usr/lib/python3/site-packages/torch/nn/modules/loss.py:1174 in forward                          │
+│                                                                                                  │
+│ ❱ 1174 │   │   return F.cross_entropy(input, target, weight=self.weight,                         │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
+IndexError: Target 255 is out of bounds.
+"""
+
+
+def test_a_boxed_rich_traceback_is_read_frame_by_frame() -> None:
+    """rich.traceback draws the traceback in a box, every line as wide as the box: its sides are decoration,
+    not a wrap, and `path:LINE in func` with the `❱` line under it is a frame and its source line."""
+    root = diagnose_text(RICH_BOX).root
+    assert root is not None and root.rule == "nll_target_out_of_range"
+    assert root.facts["innermost_user_frame"] == "/home/u/seg/train.py:31"
+    assert root.facts["user_code"] == "loss = criterion(logits, y)"
+    assert root.facts["error_type"] == "IndexError"

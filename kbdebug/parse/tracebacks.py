@@ -16,7 +16,8 @@ from kbdebug.records import Frame, PyException
 
 MAX_MESSAGE_LINES = 30
 _CARETS = frozenset("^~ ")
-_FRAMES = ("frame", "ipython_frame", "ipython8_frame")
+_FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
+_ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
 
 
 class TracebackTree(FieldTransformer):
@@ -29,6 +30,9 @@ class TracebackTree(FieldTransformer):
 
     def chain(self, children: list[Token]) -> Fields:
         return {"chained": "cause" if children[0].type == "CAUSE" else "context"}
+
+    def code(self, children: list[Token]) -> Fields:
+        return {"code": str(children[0]).replace("│", " ").strip()}  # rich's indent guides are not code
 
     def header(self, children: list[Token]) -> Fields:
         return {"original": str(children[0]).startswith("Original")}
@@ -58,7 +62,7 @@ class TracebackReader(State):
             # IPython 8 prints `Cell In[7], line 3[, in f(...)]`; older ones the line on the `---->` arrow
             self.frames.append(Frame(file=f.get("file", ""), line=f.get("line"), function=f.get("function")))
             self.expect_code = self.plain_frames = kind == "frame"
-        elif kind == "ipython_arrow":
+        elif kind in _ARROWS:
             if self.frames:
                 self.frames[-1].line = f["line"]
                 self.frames[-1].code = f.get("code") or None
