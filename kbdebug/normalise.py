@@ -64,6 +64,7 @@ _PREFIXES = [
     re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
     re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
     re.compile(r"^>\s?"),
+    re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]
 _GLUE = re.compile(
     r"(?<=\S)(?=Traceback \(most recent call last\):)"

@@ -235,3 +235,24 @@ def test_a_boxed_rich_traceback_is_read_frame_by_frame() -> None:
     assert root.facts["innermost_user_frame"] == "/home/u/seg/train.py:31"
     assert root.facts["user_code"] == "loss = criterion(logits, y)"
     assert root.facts["error_type"] == "IndexError"
+
+
+PYTEST_FAILURE = """\
+    def test_step():
+        y = torch.tensor([1, 2, 255, 3])
+>       loss = criterion(logits, y)
+
+tests/test_train.py:31:
+_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _
+
+>   return torch._C._nn.cross_entropy_loss(input, target, weight, _Reduction.get_enum(reduction), ignore_index)
+E   IndexError: Target 255 is out of bounds.
+
+/usr/lib/python3/site-packages/torch/nn/functional.py:3029: IndexError
+"""
+
+
+def test_pytests_margin_is_taken_off_the_error_it_caught() -> None:
+    root = diagnose_text(PYTEST_FAILURE).root
+    assert root is not None and root.rule == "nll_target_out_of_range"
+    assert (root.facts["error_type"], root.facts["error_message"]) == ("IndexError", "Target 255 is out of bounds.")
