@@ -6,11 +6,20 @@ from __future__ import annotations
 import os
 import pickle
 import stat
+import sys
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+@cache
+def module_source(name: str) -> str:
+    """The source of the imported module `name`, read once per process. The code that builds a cached value
+    is part of the value's key, so an edited module never meets an entry built by its old text."""
+    return Path(sys.modules[name].__file__ or "").read_text(encoding="utf-8")
 
 
 def cache_dir() -> Path | None:

@@ -13,7 +13,7 @@ import jinja2
 import pydantic
 from pydantic import ValidationError
 
-from kbdebug._cache import cached
+from kbdebug._cache import cached, module_source
 from kbdebug._resources import data_dir
 from kbdebug._version import __version__
 from kbdebug.kb.model import Rule
@@ -147,7 +147,7 @@ def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
 
 
 _MEMO: dict[str, KnowledgeBase] = {}
-_CODE_FILES = (Path(__file__), Path(__file__).with_name("model.py"))
+_CODE = (__name__, "kbdebug.kb.model")  # a changed rule model or loader must not read a KnowledgeBase pickled by the old one
 
 
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
@@ -166,8 +166,8 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
             except OSError as exc:
                 raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     digest = hashlib.sha256(f"{__version__}|{pydantic.VERSION}|{sys.version}".encode())
-    for code in _CODE_FILES:  # a changed rule model or loader must not read a KnowledgeBase pickled by the old one
-        digest.update(code.read_bytes())
+    for module in _CODE:
+        digest.update(module_source(module).encode())
     for path, data in files:
         digest.update(f"\0{path}\0{len(data)}\0".encode())
         digest.update(data)

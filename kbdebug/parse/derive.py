@@ -14,7 +14,6 @@ import re
 import sys
 from collections.abc import Callable
 from functools import cache
-from pathlib import Path
 from typing import Any, TypeVar
 
 from lark import Lark, Tree
@@ -22,7 +21,7 @@ from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
 from kbdebug import phrases
-from kbdebug._cache import cached
+from kbdebug._cache import cached, module_source
 from kbdebug.parse import packaged
 from kbdebug.parse.grammar import GRAMMARS, directive, parse, parser, source
 from kbdebug.phrases import canonical_text, split_alternatives
@@ -255,7 +254,7 @@ def _derived(name: str, what: str, build: Callable[[], T]) -> T:
 def code_text() -> str:
     """The source of the code that derives these readings: part of every cache key, so an edit of it
     never meets a stale reading."""
-    return "".join(Path(m.__file__ or "").read_text(encoding="utf-8") for m in (sys.modules[__name__], phrases, packaged))
+    return "".join(module_source(m.__name__) for m in (sys.modules[__name__], phrases, packaged))
 
 
 @cache

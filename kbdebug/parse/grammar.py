@@ -11,13 +11,12 @@ import re
 import sys
 import types
 from functools import cache
-from pathlib import Path
 
 import lark
 from lark import Lark, Tree
 from lark.exceptions import LarkError
 
-from kbdebug._cache import cached
+from kbdebug._cache import cached, module_source
 from kbdebug._resources import data_dir
 
 GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "sanitizer_location", "oom", "distributed", "elastic", "messages")
@@ -131,20 +130,14 @@ def parser(name: str) -> Lark:
     """The parser for `grammars/<name>.lark`, built once and cached on disk.
 
     Building an Earley parser costs 10-20 ms per grammar, most of a cold `kbdebug explain`;
-    unpickling it costs 1-4 ms. The cache key covers the grammar text, lark, Python and this module, so an
+    unpickling it costs 1-4 ms. The cache key covers the grammar text, lark, Python and this module (how a parser is pickled), so an
     edited grammar or an upgrade never meets a stale parser; any cache problem means a rebuild.
     """
     text, common = source(name), source("_common")
-    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{text}|{common}|{_own_code()}".encode()).hexdigest()[:20]
+    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{text}|{common}|{module_source(__name__)}".encode()).hexdigest()[:20]
     if _is_lalr(text):  # LALR tables travel as lark's own serialised data, not as a pickled parser
         return cached(name, key, Lark, lambda: _build(text), _save, lambda data: Lark.load(io.BytesIO(data)))
     return cached(name, key, Lark, lambda: _build(text), _dumps)
-
-
-@cache
-def _own_code() -> str:
-    """This module's source, part of every parser's cache key: how a parser is pickled is decided here."""
-    return Path(__file__).read_text(encoding="utf-8")
 
 
 def _save(obj: Lark) -> bytes:

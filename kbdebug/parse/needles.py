@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import hashlib
 from functools import cache
-from pathlib import Path
 
-from kbdebug._cache import cached
+from kbdebug._cache import cached, module_source
 from kbdebug.parse.derive import code_text, required_texts
 from kbdebug.parse.grammar import GRAMMARS, directive, source
 
@@ -36,7 +35,7 @@ def needles() -> tuple[bytes, ...]:
     """A small set of byte strings such that every opening line of every grammar holds one; derived once
     per set of grammars and kept in the cache, so a cold start that needs no parser does not build them."""
     sources = "".join(source(name) for name in (*GRAMMARS, "_common"))
-    code = Path(__file__).read_text(encoding="utf-8") + code_text()
+    code = module_source(__name__) + code_text()
     key = hashlib.sha256(f"{sources}|{code}".encode()).hexdigest()[:20]  # the grammars and the code that reads them
     return cached("needles", key, tuple, _derive)
 

@@ -7,13 +7,12 @@ import json
 import re
 import sys
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 import jinja2.bccache
 
-from kbdebug._cache import private_dir
+from kbdebug._cache import module_source, private_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
@@ -45,7 +44,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs: compiling them is a few percent of a cold explain."""
     # compiled templates are code: only from a directory nobody else can write; and their bytecode depends on
     # this module's environment settings (finalize, filters), not only on the template text, hence the key
-    key = hashlib.sha256(f"{jinja2.__version__}|{sys.version}".encode() + Path(__file__).read_bytes()).hexdigest()[:12]
+    key = hashlib.sha256(f"{jinja2.__version__}|{sys.version}|{module_source(__name__)}".encode()).hexdigest()[:12]
     where = private_dir(f"jinja-{key}")
     return _QuietBytecodeCache(str(where)) if where is not None else None
 
