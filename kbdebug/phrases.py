@@ -140,6 +140,12 @@ def _literal_alternatives(op: Any, av: Any, c: Any) -> list[str] | None:
     return None
 
 
+def may_hold(texts: frozenset[str] | None, text: str) -> bool:
+    """False only where `text` holds none of the `texts` (from `required_texts`) a match must hold: then the
+    regex need not be compiled or run. None (no fixed text known) always may."""
+    return texts is None or any(t in text for t in texts)
+
+
 def texts_score(texts: frozenset[str]) -> tuple[int, int]:
     """A set is as good as its shortest text (a needle that short is found everywhere), then smaller."""
     return (min(len(t) for t in texts), -len(texts))

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from kbdebug.kb.patterns import check_pattern
-from kbdebug.phrases import canonical_text, required_texts
+from kbdebug.phrases import canonical_text, may_hold, required_texts
 
 # A cached knowledge base is only unpickled, never validated, so a rule model's schema is built only
 # where a rule is validated (an uncached load, `rules lint`) or dumped (`rules show`).
@@ -62,8 +62,7 @@ class Match(BaseModel):
 
     def may_find(self, pattern: str, text: str) -> bool:
         """False only where `pattern` cannot match `text`: it lacks every text a match must hold."""
-        needs = (self._needs or {}).get(pattern)
-        return needs is None or any(t in text for t in needs)
+        return may_hold((self._needs or {}).get(pattern), text)
 
     @field_validator("fields", "absent")
     @classmethod
@@ -111,7 +110,7 @@ class Indicator(BaseModel):
         return self._lead
 
     def may_match(self, text: str) -> bool:
-        return self._required is None or any(t in text for t in self._required)
+        return may_hold(self._required, text)
 
     @field_validator("pattern")
     @classmethod

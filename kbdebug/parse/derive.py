@@ -295,11 +295,11 @@ def parse_in(name: str, text: str) -> Tree | None:
 
 
 @cache
-def _texts_of(name: str) -> tuple[str, ...]:
-    return tuple(sorted({t for texts in required_texts(name).values() if texts for t in texts}))
+def _texts_of(name: str) -> frozenset[str]:
+    return frozenset(t for texts in required_texts(name).values() if texts for t in texts)
 
 
 def may_hold(name: str, text: str) -> bool:
     """Whether `text` holds one of the texts that a line of grammar `name` must hold (`Tried to allocate`
     for an OOM): worth parsing, without loading the parser to find out."""
-    return any(t in text for t in _texts_of(name))
+    return phrases.may_hold(_texts_of(name), text)
