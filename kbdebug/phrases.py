@@ -4,7 +4,7 @@ are found by. A leaf module: the grammars (kbdebug.parse) and the rules (kbdebug
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 
@@ -151,15 +151,20 @@ def texts_score(texts: frozenset[str]) -> tuple[int, int]:
     return (min(len(t) for t in texts), -len(texts))
 
 
-class Finder(Protocol):
-    def finditer(self, text: str) -> Iterator[Any]: ...
+class Finder(Protocol):  # over str or bytes, as its texts are
+    def finditer(self, text: Any) -> Iterator[Any]: ...
+
+    def search(self, text: Any, pos: int = ..., endpos: int = ...) -> Any: ...
 
 
-def literal_finder(texts: list[str]) -> Finder:
-    """One pattern finding any of `texts`, longest first where two start at the same place. Compiled by
-    RE2 where it is installed: Python's engine parses a pattern in Python, and a grammar's few hundred
-    fixed texts took it a few milliseconds of every cold start; RE2 compiles them in microseconds."""
-    pattern = "|".join(re.escape(x) for x in sorted(texts, key=len, reverse=True))
+def literal_finder(texts: Sequence[str] | Sequence[bytes]) -> Finder:
+    """One pattern finding any of `texts` (str, or bytes for a scanner), longest first where two start at
+    the same place, in one linear pass. Compiled by RE2 where it is installed: Python's engine parses a
+    pattern in Python, and a grammar's few hundred fixed texts took it a few milliseconds of every cold
+    start; RE2 compiles them in microseconds."""
+    items: Sequence[Any] = texts
+    escaped = [re.escape(x) for x in sorted(items, key=len, reverse=True)]
+    pattern: Any = (b"|" if escaped and isinstance(escaped[0], bytes) else "|").join(escaped)
     try:
         import re2  # type: ignore[import-untyped]
 
