@@ -125,10 +125,11 @@ def normalise(raw: _Raw) -> Region:
         no = raw.line + offset
         first = True
         for piece in phys.split("\r"):
-            seg = _clean(piece)
+            in_box = piece.lstrip()[:1] in _BOX_CHARS
+            seg = _clean(piece, in_box)
             if not seg.strip():
                 continue
-            if piece.lstrip()[:1] in _BOX_CHARS:
+            if in_box:
                 boxed.add(no)
             for line in _split_prefixed(seg, no):
                 lines.append(line)
@@ -153,9 +154,6 @@ def normalise(raw: _Raw) -> Region:
 _PANE_BORDER = re.compile(r"\s{3,}[x│┃|]\s*$")  # a terminal multiplexer's pane border after the padding
 # A boxed traceback (rich.traceback, as Lightning and typer print it): the box's title line is the header
 # (`╭──── Traceback (most recent call last) ────╮`), its sides and bottom are decoration.
-_BOX_TOP = re.compile(r"^\s*[╭┌]─+\s*(.*?)\s*─*[╮┐]\s*$")
-_BOX_SIDE = re.compile(r"^\s*[│┃] ?(.*?)\s*(?:[│┃]\s*)?$")
-_BOX_BOTTOM = re.compile(r"^\s*[╰└]─+[╯┘]\s*$")
 _BOX_CHARS = frozenset("╭┌│┃╰└")
 
 
@@ -168,18 +166,26 @@ def cut(seg: str, limit: int) -> str:
 
 
 def _unbox(seg: str) -> str:
-    for pattern in (_BOX_TOP, _BOX_BOTTOM, _BOX_SIDE):
-        m = pattern.match(seg)
-        if m:
-            return m.group(1) if m.groups() else ""
+    """A boxed line's content: the title of a top edge, nothing of a bottom one, a side's inside. By string
+    operations, in one pass: a lazy regex over a line of blanks (a box drawn wide) took quadratic time."""
+    body = seg.strip()
+    corner, rest = body[:1], body[1:]
+    if corner in "╭┌" and rest[:1] == "─" and rest[-1:] in ("╮", "┐"):
+        return rest[:-1].strip("─").strip()
+    if corner in "╰└" and rest[-1:] in ("╯", "┘") and set(rest[:-1]) == {"─"}:
+        return ""
+    if corner in "│┃":
+        inside = seg.lstrip()[1:]
+        inside = (inside[1:] if inside[:1] == " " else inside).rstrip()
+        return (inside[:-1] if inside[-1:] in ("│", "┃") else inside).rstrip()
     return seg
 
 
-def _clean(seg: str) -> str:
+def _clean(seg: str, in_box: bool) -> str:
     seg = cut(seg, MAX_FLAT)
     if seg.endswith(("x", "│", "┃", "|", " ")) and _PANE_BORDER.search(seg):
         seg = _PANE_BORDER.sub("", seg)
-    if seg.lstrip()[:1] in _BOX_CHARS:
+    if in_box:
         seg = _unbox(seg)
     if "**" in seg:
         seg = _BOLD.sub(r"\1", seg)

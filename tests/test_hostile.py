@@ -157,3 +157,20 @@ def test_five_gigabytes_streamed_stay_in_bounded_memory() -> None:
     rc, rss_kb, rules = out.stdout.split()
     assert (int(rc), rules) == (0, "illegal_memory_access"), out.stderr
     assert int(rss_kb) < 150 * 1024, f"peak RSS {int(rss_kb) // 1024} MB"
+
+
+def test_a_box_drawn_wide_cannot_hang_explain() -> None:
+    """rich's box sides and edges are taken off lines of any width (a lazy regex took quadratic time)."""
+    log = "\n".join(
+        [
+            "╭" + "─" * 100_000 + "x",
+            "│" + " " * 100_000 + "x",
+            "╰" + "─" * 100_000 + " ",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ]
+    )
+    start = time.monotonic()
+    proc = explain(log.encode())
+    assert time.monotonic() - start < 30  # minutes for the regex; a fraction of a second now
+    no_traceback(proc)
+    assert b"illegal_memory_access" in proc.stdout
