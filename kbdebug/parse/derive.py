@@ -227,8 +227,13 @@ def _pick(candidates: list[frozenset[str] | None]) -> frozenset[str] | None:
 @cache
 def anchors(name: str, *only: str) -> Anchors:
     """Where a template of grammar `name` (or only one of the templates `only`) may start in a line."""
-    direct, after = _derived(name, f"anchors-{'-'.join(only) or 'start'}", lambda: _AnchorReader(parser(name)).read(only or None))
+    direct, after = _derived(name, _anchors_key(only), lambda: _AnchorReader(parser(name)).read(only or None))
     return Anchors(direct, after)
+
+
+def _anchors_key(only: tuple[str, ...]) -> str:
+    """The name the anchors of `only` (or of all templates) are kept and shipped under."""
+    return f"anchors-{'-'.join(only) or 'start'}"
 
 
 @cache
@@ -273,13 +278,13 @@ def packaged_readings() -> dict[str, Any]:
     for name in GRAMMARS:
         grammar = parser(name)
         readings: dict[str, Any] = {
-            "anchors-start": _AnchorReader(grammar).read(None),
+            _anchors_key(()): _AnchorReader(grammar).read(None),
             "line_start": _line_start(grammar),
             "texts": _required_texts(grammar),
         }
         kinds = directive(source(name), "own line")
         if kinds:
-            readings[f"anchors-{'-'.join(kinds)}"] = _AnchorReader(grammar).read(tuple(kinds))
+            readings[_anchors_key(tuple(kinds))] = _AnchorReader(grammar).read(tuple(kinds))
         grammars[name] = {"grammar": _grammar_hash(name), "readings": {w: packaged.encode(w, v) for w, v in readings.items()}}
     return {"code": _code_hash(), "grammars": grammars}
 
