@@ -3,8 +3,9 @@
 Three readings of each grammar's rules and terminals: `anchors` (where in a line a template may
 start: its fixed first texts), `line_start` (the first terminals of a format told apart by its first
 token) and `required_texts` (texts every line of a kind holds: the scanner's needles). Deriving them
-walks the parser's rules and compiles regexes; kept on disk, a cold start that meets no line of a
-format never loads that format's parser.
+walks the parser's rules and compiles regexes; shipped beside the grammars (kbdebug/parse/packaged.py)
+and kept in the cache when a grammar or this code was edited since, a cold start that meets no line of
+a format never loads that format's parser.
 """
 
 from __future__ import annotations
