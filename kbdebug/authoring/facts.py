@@ -2,7 +2,7 @@
 
 A guide variable is filled from the incident's facts. Those come from
 - the records the rule's matches name: each record model says its facts (`Record.facts()` in
-  kbdebug/records.py), including what it merges from helpers (`shape_facts`) and from the values its
+  kbdebug/records/), including what it merges from helpers (`shape_facts`) and from the values its
   parser reads (`TorchMessage.values`, filled in kbdebug/parse/);
 - the records of the causes folded into it (rules whose `consequence_of` names it, a group of it, or `*`);
 - context every incident may carry: the traceback the matcher locates each incident with and that
@@ -270,7 +270,8 @@ def _grammar_fields(source: str, reader: ast.Module) -> set[str]:
 @cache
 def record_facts() -> dict[str, Vocabulary]:
     """Each record kind's facts, read from its model's `facts()` and those of the models it extends."""
-    tree = _tree("records.py")
+    trees = [tree for name in ("records/base.py", "records/__init__.py", "records/job.py") if (tree := _tree(name)) is not None]
+    tree = ast.Module(body=[node for t in trees for node in t.body], type_ignores=[])
     functions = _functions(tree)
     shapes = _functions(_tree("shapes.py"))  # helpers records merge in (`shape_facts`)
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)} if tree else {}

@@ -157,6 +157,8 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc = incidents.get(rule.id)
         if inc is None:
             inc = incidents[rule.id] = Incident(rule=rule.id, title=rule.title, confidence=m.confidence, first_line=rec.first_line)
+        if m.retry is not None and m.confidence >= inc.confidence:
+            inc.facts["retry"] = m.retry
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
         inc.records.append(rec)
@@ -181,6 +183,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         root_rule = kb.get(inc.rule)
         assert root_rule is not None
         inc.confidence = round(min(0.99, inc.confidence + 0.02 * len(inc.consequences)), 2)
+        inc.facts.setdefault("retry", root_rule.retry)
         inc.checks = list(root_rule.checks)
         inc.commands = list(root_rule.commands)
     return Diagnosis(source=source, incidents=roots)

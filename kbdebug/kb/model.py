@@ -26,7 +26,15 @@ RecordKind = Literal[
     "elastic_failure",
     "message",
     "arch_warning",
+    "process_exit",
 ]
+
+
+# What rerunning the job does (rule-ids.md): "no" a bug in code or data fails the same way again; "smaller"
+# out of a resource, rerun with less (memory, batch, workers, shm) or on a larger machine; "yes" the
+# infrastructure failed, rerun as is (preferably elsewhere); "after-install" the environment is broken.
+Retry = Literal["no", "smaller", "yes", "after-install"]
+RETRY_VALUES: tuple[str, ...] = ("no", "smaller", "yes", "after-install")
 
 
 class Match(BaseModel):
@@ -46,6 +54,9 @@ class Match(BaseModel):
     # Evidence more specific than the rule's usual kind may outrank other rules' templates on the same
     # error (a one-hot built with `scatter_(1, label, 1)` over the generic scatter bound check).
     priority: int | None = Field(None, ge=0, le=100)
+    # What rerunning does when this match is the evidence, where it differs from the rule's own `retry`
+    # (a GPU "busy or unavailable" is the node's state; an "invalid device ordinal" is the job's config).
+    retry: Retry | None = None
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
     # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
     _inferred_from: tuple[str, ...] = PrivateAttr(default=())
@@ -137,6 +148,7 @@ class Rule(BaseModel):
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
     title: str = Field(min_length=3)
     priority: int = Field(50, ge=0, le=100)
+    retry: Retry = "no"
     match: list[Match] = []
     indicators: list[Indicator] = []
     # Groups this cause belongs to; `consequence_of = ["@group"]` names them all at once.
