@@ -13,9 +13,8 @@ import jinja2
 import pydantic
 from pydantic import ValidationError
 
-from kbdebug._cache import cached, module_source
+from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
-from kbdebug._version import __version__
 from kbdebug.kb.model import Rule
 
 
@@ -147,7 +146,6 @@ def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
 
 
 _MEMO: dict[str, KnowledgeBase] = {}
-_CODE = (__name__, "kbdebug.kb.model")  # a changed rule model or loader must not read a KnowledgeBase pickled by the old one
 
 
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
@@ -165,9 +163,7 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
                 files.append((path, path.read_bytes()))
             except OSError as exc:
                 raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    digest = hashlib.sha256(f"{__version__}|{pydantic.VERSION}|{sys.version}".encode())
-    for module in _CODE:
-        digest.update(module_source(module).encode())
+    digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
     for path, data in files:
         digest.update(f"\0{path}\0{len(data)}\0".encode())
         digest.update(data)

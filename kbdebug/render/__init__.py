@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from functools import cache
 from typing import Any
 
 import jinja2
 import jinja2.bccache
 
-from kbdebug._cache import module_source, private_dir
+from kbdebug._cache import code_version, private_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
@@ -44,7 +43,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept between runs: compiling them is a few percent of a cold explain."""
     # compiled templates are code: only from a directory nobody else can write; and their bytecode depends on
     # this module's environment settings (finalize, filters), not only on the template text, hence the key
-    key = hashlib.sha256(f"{jinja2.__version__}|{sys.version}|{module_source(__name__)}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{jinja2.__version__}|{code_version()}".encode()).hexdigest()[:12]
     where = private_dir(f"jinja-{key}")
     return _QuietBytecodeCache(str(where)) if where is not None else None
 
