@@ -2,7 +2,7 @@
 
 Records declare their own facts (`Record.FACTS`, `FIELD_FACTS`, `FACTS_FROM_GRAMMAR`). The facts here
 come from the context a diagnosis is made in: the live frames of `diagnose(exc)`, the matcher, the
-context reader (kbdebug.advice) and the guide filler. `kbdebug rules lint` checks a guide's variables
+context reader (kbdebug.diagnoser.context) and the guide filler. `kbdebug rules lint` checks a guide's variables
 against these declarations and the records' (kbdebug.authoring.facts), and
 tests/test_fact_declarations.py checks that nothing sets a fact missing from them.
 """
@@ -33,7 +33,7 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     # the matcher
     "retry": "what rerunning does: no, smaller, yes or after-install (from the rule, or the match that found it)",
     "inferred_from": "the phrases an inferred cause was recognised by (only below confidence 0.8)",
-    # the context reader (kbdebug.advice)
+    # the context reader (kbdebug.diagnoser.context)
     "origin": "where the text came from: log, script, notebook, run or rerun",
     "device": "cuda or cpu, where the evidence says",
     "launch_blocking": "kernel launches were already synchronous (CUDA_LAUNCH_BLOCKING=1)",

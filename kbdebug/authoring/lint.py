@@ -17,6 +17,7 @@ import jinja2.meta
 from kbdebug._resources import data_dir
 from kbdebug.authoring.examples import check_examples
 from kbdebug.authoring.facts import rule_vocabulary
+from kbdebug.kb.layout import rule_paths
 from kbdebug.kb.loader import read_rule, read_rule_data, rule_templates
 from kbdebug.kb.model import Rule
 
@@ -104,9 +105,9 @@ def lint_directory(directory: Path) -> list[str]:
     """Every problem in a rule directory, one "file: field: sentence" line each (empty when all is well)."""
     if not directory.is_dir():
         return [f"{directory}: rule directory does not exist"]
-    paths = sorted(directory.glob("*.toml"))
+    paths = rule_paths(directory)
     if not paths:
-        return [f"{directory}: no rule files (*.toml) in this directory"]
+        return [f"{directory}: no rules in this directory (a folder <id>/rule.toml, or a file <id>.toml)"]
     loaded: list[tuple[Path, Rule | None, dict[str, Any]]] = []
     problems: list[str] = []
     seen: dict[str, Path] = {}
@@ -133,7 +134,7 @@ def lint_directory(directory: Path) -> list[str]:
 
 def _bundled_rules() -> list[Rule]:
     rules = []
-    for path in sorted(data_dir("knowledge").glob("*.toml")):
+    for path in rule_paths(data_dir("knowledge")):
         rule, _ = read_rule(path)
         if rule is not None:
             rules.append(rule)

@@ -9,13 +9,11 @@ around them come from `Diagnosis.lines` (kept where the diagnosis is assembled, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kbdebug.diagnosis import Diagnosis, Incident
+from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN
+from kbdebug.diagnosis import Incident
 
-CONTEXT = 2  # lines shown before and after each record
-MAX_SHOWN = 14  # lines of one record shown before the rest is summarised
 _DIGITS = re.compile(r"\d+")
 _BLOCK = re.compile(r"block: \[(\d+)")
 
@@ -28,20 +26,6 @@ class EvidenceLine:
     text: str
     decisive: bool = False
     highlight: str = ""  # the decisive part of the line; empty: the whole line
-
-
-def keep_context(diag: Diagnosis, lines: Iterable[tuple[int, str]]) -> Diagnosis:
-    """Keep the scanned lines near each incident's records, so renderers can show them in context."""
-    wanted: set[int] = set()
-    for inc in diag.incidents:
-        for rec in inc.records:
-            last = min(rec.last_line or rec.first_line, rec.first_line + MAX_SHOWN)
-            wanted.update(range(rec.first_line - CONTEXT, last + CONTEXT + 1))
-            wanted.update(range((rec.last_line or rec.first_line) - CONTEXT, (rec.last_line or rec.first_line) + CONTEXT + 1))
-    for no, text in lines:
-        if no in wanted:
-            diag.lines[no] = text
-    return diag
 
 
 def _shape(text: str) -> str:

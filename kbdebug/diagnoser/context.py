@@ -167,16 +167,16 @@ def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
     return out
 
 
-def advise(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> Diagnosis:
-    """Give each incident its context facts, fill its guide and commands, keep the commands that help."""
-    from kbdebug.render import fill
-
+def add_context(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> None:
+    """Give each incident its context facts (and what the caller knows, `extra`), before its guide is filled."""
     for inc in diag.incidents:
         rule = kb.get(inc.rule)
         device_side = rule is not None and any("cuda" in needs(c) for c in rule.commands)
         for key, val in {**context_facts(inc, origin, device_side), **(extra or {})}.items():
             inc.facts.setdefault(key, val)
-    fill(diag, kb)
+
+
+def keep_applicable(diag: Diagnosis) -> None:
+    """Keep, of each incident's filled commands, those that can help in its context."""
     for inc in diag.incidents:
         inc.commands = applicable(inc.commands, inc.facts)
-    return diag
