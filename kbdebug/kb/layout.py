@@ -10,8 +10,10 @@ A bundled rule is a folder named after its id:
 
 A guide is written with real newlines: a line break inside a paragraph is a space, as Markdown reads
 it, and a blank line ends a paragraph. What stands before the first section is shared by all four:
-decide a case once there (`{% set wanted = ... %}`) instead of writing the same branches in each. A single `<name>.toml` holding `[guide]` and `[examples]` tables
-is the same rule in one file (handy for a user's own rule); both forms are read by `rule_data`.
+decide a case once there (`{% set wanted = ... %}`) instead of writing the same branches in each.
+
+A single `<name>.toml` holding `[guide]` and `[examples]` tables is the same rule in one file (handy
+for a user's own rule); both forms are read by `rule_data`.
 """
 
 from __future__ import annotations
