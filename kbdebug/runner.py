@@ -2,7 +2,11 @@
 
 The child's stdout and stderr are copied to ours chunk by chunk as they arrive (progress bars
 stay live) while complete lines go through the scanner, so memory stays bounded on a run that
-prints for days. Signals are forwarded; the child's exit status becomes ours.
+prints for days. Signals are forwarded; the child's exit status becomes ours, and how it ended (a
+signal, a core dump) is handed to the diagnosis as a record of its own: a segfault prints nothing.
+
+A wrapper must cost its job nothing: the scanner and the diagnosis pipeline are imported only when
+the output grows large or the child fails; a child that exits 0 after a short run never loads them.
 """
 
 from __future__ import annotations
@@ -18,18 +22,24 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kbdebug.fdtee import write_all
-from kbdebug.normalise import Region
-from kbdebug.parse.needles import needles
-from kbdebug.scan import Scanner
+
+if TYPE_CHECKING:  # imported when the child fails (or prints a lot): a run that succeeds needs no parser
+    from kbdebug.normalise import Region
+    from kbdebug.records.job import ProcessExit
+    from kbdebug.scan import Scanner
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
 PIPE_GRACE = 2.0  # seconds to drain the pipes after the child exits
 MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
+HOLD = 4 << 20  # output held unscanned until it outgrows this (the scanner keeps as much of a small log anyway)
+# Exit statuses a shell gives a child that a signal killed (128 + N): read as that signal. 129/130/141
+# (SIGHUP, Ctrl-C, a closed pipe) are as often a program's own choice and say nothing about a crash.
+SIGNAL_STATUSES = {128 + n: n for n in (4, 6, 7, 8, 9, 11, 15)}
 
 
 class RunError(Exception):
@@ -40,11 +50,64 @@ class RunError(Exception):
         self.status = status
 
 
+class _Feed:
+    """The scanner's input, held back until it is needed.
+
+    Building the scanner means importing the grammars its needles come from (a third of a cold start);
+    a child that exits 0 needs no diagnosis, so complete lines wait here until they outgrow `hold`
+    bytes (then the scanner is built and reads on, in the pump thread) or the run is diagnosed.
+    Lines are counted, so a record of how the child ended can be placed after its last line.
+    """
+
+    def __init__(self, hold: int = HOLD) -> None:
+        self.hold = hold
+        self.held: list[bytes] = []
+        self.size = 0
+        self.lines = 0
+        self._scanner: Scanner | None = None
+
+    def feed(self, data: bytes) -> None:
+        self.lines += data.count(b"\n")
+        if self._scanner is not None:
+            self._scanner.feed(data)
+            return
+        self.held.append(data)
+        self.size += len(data)
+        if self.size > self.hold:
+            self.scanner()
+
+    def scanner(self) -> Scanner:
+        if self._scanner is None:
+            from kbdebug.parse.needles import needles
+            from kbdebug.scan import Scanner
+
+            self._scanner = Scanner(needles)
+            for chunk in self.held:
+                self._scanner.feed(chunk)
+            self.held, self.size = [], 0
+        return self._scanner
+
+
 @dataclass
 class RunResult:
-    returncode: int
-    regions: list[Region]
+    returncode: int  # as a shell reports it: 128 + N for a death by signal N
+    feed: _Feed = field(default_factory=_Feed)
     env: dict[str, str] = field(default_factory=dict)
+    signal: int | None = None  # the signal that killed the child, when one did
+    core_dumped: bool = False
+    interrupted: int | None = None  # a signal that reached kbdebug itself (Ctrl-C, a scheduler's SIGTERM)
+    _regions: list[Region] | None = None
+
+    @property
+    def regions(self) -> list[Region]:
+        """The regions of the output that can hold evidence (the scanner is built here if it was not yet)."""
+        if self._regions is None:
+            self._regions = self.feed.scanner().close()
+        return self._regions
+
+    @property
+    def lines(self) -> int:
+        return self.feed.lines
 
 
 def find_sanitizer() -> str | None:
@@ -82,7 +145,7 @@ class _Pump(threading.Thread):
     the child has exited but a grandchild still holds the pipe open.
     """
 
-    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[IO[bytes]], lock: threading.Lock) -> None:
+    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[int], lock: threading.Lock) -> None:
         super().__init__(daemon=True)
         self.src, self.dest_fd, self.feed, self.saves, self.lock = src, dest_fd, feed, saves, lock
         self.echo = True
@@ -100,21 +163,20 @@ class _Pump(threading.Thread):
                 break
             if not data:
                 break
+            with self.lock:  # saved before it is shown: whatever the user saw is in the log, whoever is killed next
+                if not self.detached:
+                    for save in self.saves:
+                        write_all(save, data)  # unbuffered: nothing waits in kbdebug's memory for a flush
+                    partial += data
+                    cut = partial.rfind(b"\n") + 1
+                    if cut:
+                        self.feed(partial[:cut])
+                        partial = partial[cut:]
+                    if len(partial) > MAX_PARTIAL:
+                        self.feed(partial + b"\n")
+                        partial = b""
             if self.echo:
                 self.echo = write_all(self.dest_fd, data)
-            with self.lock:
-                if self.detached:
-                    continue
-                for save in self.saves:
-                    save.write(data)
-                partial += data
-                cut = partial.rfind(b"\n") + 1
-                if cut:
-                    self.feed(partial[:cut])
-                    partial = partial[cut:]
-                if len(partial) > MAX_PARTIAL:
-                    self.feed(partial + b"\n")
-                    partial = b""
         with self.lock:
             if partial and not self.detached:
                 self.feed(partial + b"\n")
@@ -136,20 +198,17 @@ def _keyboard_signal_reaches_child() -> bool:
 def run_once(
     cmd: list[str], env: dict[str, str], save: Path | None = None, tag: str = "run1", out_fd: int = 1, err_fd: int = 2
 ) -> RunResult:
-    scanner = Scanner(needles)
+    """Run `cmd` once. With `save`, its logs are created before the child starts and written as each chunk
+    arrives, unbuffered: a child (or a kbdebug) killed at any moment leaves everything it printed on disk."""
+    result = RunResult(returncode=0, env=env)
     lock = threading.Lock()
-
-    def feed(data: bytes) -> None:  # called with `lock` held
-        scanner.feed(data)
-
     files: list[IO[bytes]] = []
-    saves_out: list[IO[bytes]] = []
-    saves_err: list[IO[bytes]] = []
+    saves_out: list[int] = []
+    saves_err: list[int] = []
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
-        merged = open(save / f"{tag}.log", "wb")
-        files = [merged, open(save / f"{tag}.stdout.log", "wb"), open(save / f"{tag}.stderr.log", "wb")]
-        saves_out, saves_err = [merged, files[1]], [merged, files[2]]
+        files = [open(save / f"{tag}{part}.log", "wb", buffering=0) for part in ("", ".stdout", ".stderr")]
+        saves_out, saves_err = [files[0].fileno(), files[1].fileno()], [files[0].fileno(), files[2].fileno()]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except FileNotFoundError:
@@ -161,11 +220,13 @@ def run_once(
             f.close()
         raise RunError(f"{cmd[0]}: permission denied", 126) from None
     assert proc.stdout is not None and proc.stderr is not None
+    feed = result.feed.feed  # called with `lock` held
     pumps = [_Pump(proc.stdout, out_fd, feed, saves_out, lock), _Pump(proc.stderr, err_fd, feed, saves_err, lock)]
     for p in pumps:
         p.start()
 
     def forward(signum: int, _frame: Any) -> None:
+        result.interrupted = signum
         if signum == signal.SIGINT and _keyboard_signal_reaches_child():
             return  # the terminal sent it to the whole group; sending it again would double it
         try:
@@ -181,7 +242,7 @@ def run_once(
             except (OSError, ValueError):
                 pass
     try:
-        rc = proc.wait()
+        rc, result.core_dumped = _wait(proc)
         for p in pumps:  # a daemon grandchild may keep the pipe open: do not wait for it forever
             p.join(PIPE_GRACE)
     finally:
@@ -195,9 +256,45 @@ def run_once(
         if not any(p.is_alive() for p in pumps):
             proc.stdout.close()
             proc.stderr.close()
-    with lock:
-        regions = scanner.close()
-    return RunResult(returncode=128 - rc if rc < 0 else rc, regions=regions, env=env)
+    result.returncode = 128 - rc if rc < 0 else rc
+    result.signal = -rc if rc < 0 else None
+    return result
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> tuple[int, bool]:
+    """The child's return code (-N for a death by signal N) and whether it dumped core, which only the
+    raw wait status says (`Popen.wait` drops it)."""
+    if os.name != "posix":
+        return proc.wait(), False
+    try:
+        _, status = os.waitpid(proc.pid, 0)  # retried on EINTR (PEP 475): forwarding a signal does not end the wait
+    except ChildProcessError:  # reaped elsewhere
+        return proc.wait(), False
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, os.WIFSIGNALED(status) and os.WCOREDUMP(status)
+
+
+def status_record(result: RunResult) -> ProcessExit | None:
+    """How the child ended, as the record a shell's `Segmentation fault (core dumped)` would give: for a
+    death by signal, or an exit status that a shell gives a child a signal killed (137, 139, 143...).
+    It is placed after the output's last line: the last thing that happened."""
+    number = result.signal or SIGNAL_STATUSES.get(result.returncode)
+    if number is None:
+        return None
+    from kbdebug.records.job import ProcessExit, signal_name
+
+    name = signal_name(number)
+    how = f"was killed by {name}" if result.signal else f"exited with status {result.returncode} ({name})"
+    line = result.lines + 1
+    return ProcessExit(
+        signal=name,
+        exit_code=result.returncode,
+        reporter="status",
+        core_dumped=result.core_dumped,
+        first_line=line,
+        last_line=line,
+        raw=f"kbdebug run: the command {how}{' (core dumped)' if result.core_dumped else ''}",
+    )
 
 
 def needs_rerun(diag: Any, env: dict[str, str] | None = None) -> bool:
@@ -276,3 +373,39 @@ KILLED_HINTS = {
 def exit_hint(returncode: int) -> str | None:
     """The usual reason for an exit status whose output explains nothing (None when there is no usual reason)."""
     return KILLED_HINTS.get(returncode)
+
+
+# What each `retry` value of rule-ids.md means for `kbdebug run --retry`: only "yes" is rerun as is.
+RETRY_REASONS = {
+    "yes": "the job was stopped by its infrastructure, not by its own error",
+    "no": "a bug in code or data: a rerun would fail the same way",
+    "smaller": "out of a resource: a rerun as is would run out again; rerun with less (memory, batch, workers, shm) or on a larger machine",
+    "after-install": "the environment is broken: fix the install, then rerun",
+}
+
+
+def retry_decision(diag: Any, result: RunResult, done: int, allowed: int) -> tuple[bool, str]:
+    """Whether `kbdebug run --retry` runs the job again after a failed attempt, and the one line that says why.
+
+    `done` reruns have been made of the `allowed` ones. Only a root cause whose `retry` is "yes" is rerun;
+    a run stopped by a signal sent to kbdebug itself (Ctrl-C, the scheduler stopping the whole job) never is.
+    """
+    root = diag.root if diag is not None else None
+    if result.interrupted is not None:
+        return False, f"not rerunning: kbdebug itself received {_signal_text(result.interrupted)}"
+    if root is None:
+        return False, "not rerunning: nothing in the output names a cause that a rerun would fix"
+    retry = str(root.facts.get("retry") or "no")
+    cause = f"{root.rule} ({root.title}, retry: {retry})"
+    if retry != "yes":
+        return False, f"not rerunning: {cause}: {RETRY_REASONS.get(retry, RETRY_REASONS['no'])}"
+    if done >= allowed:
+        return False, f"not rerunning: {cause}, but --retry {allowed} allows no more reruns"
+    return True, f"rerunning ({done + 1} of {allowed}): {cause}: {RETRY_REASONS['yes']}"
+
+
+def _signal_text(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
