@@ -139,17 +139,28 @@ def sanitizer_command(tool: str, cmd: list[str]) -> list[str]:
 
 
 class _Pump(threading.Thread):
-    """Copy one of the child's pipes to our fd, a save file, and (line by line) the scanner.
+    """Copy one of the child's pipes to our fd, its own save file, the merged save file and (line by line)
+    the scanner.
 
-    Saving and scanning happen under `lock`, which `run_once` also takes to detach the pump when
-    the child has exited but a grandchild still holds the pipe open.
+    The stream's own log gets every byte as it arrives; the merged log and the scanner get whole lines, so
+    that stdout and stderr interleave line by line there, not in the middle of one (a Python child prints
+    a line and its newline in two writes). Saving and scanning happen under `lock`, which `run_once` also
+    takes to detach the pump when the child has exited but a grandchild still holds the pipe open.
     """
 
-    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[int], lock: threading.Lock) -> None:
+    def __init__(
+        self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[int], merged: int | None, lock: threading.Lock
+    ) -> None:
         super().__init__(daemon=True)
-        self.src, self.dest_fd, self.feed, self.saves, self.lock = src, dest_fd, feed, saves, lock
+        self.src, self.dest_fd, self.feed, self.saves, self.merged, self.lock = src, dest_fd, feed, saves, merged, lock
         self.echo = True
         self.detached = False
+
+    def _lines(self, data: bytes, end: bytes = b"") -> None:
+        """Whole lines (or a piece of an overlong one, `end` closing it for the scanner) to the merged log and the scanner."""
+        if self.merged is not None:
+            write_all(self.merged, data)
+        self.feed(data + end)
 
     def run(self) -> None:
         fd = self.src.fileno()
@@ -170,16 +181,16 @@ class _Pump(threading.Thread):
                     partial += data
                     cut = partial.rfind(b"\n") + 1
                     if cut:
-                        self.feed(partial[:cut])
+                        self._lines(partial[:cut])
                         partial = partial[cut:]
                     if len(partial) > MAX_PARTIAL:
-                        self.feed(partial + b"\n")
+                        self._lines(partial, b"\n")
                         partial = b""
             if self.echo:
                 self.echo = write_all(self.dest_fd, data)
         with self.lock:
             if partial and not self.detached:
-                self.feed(partial + b"\n")
+                self._lines(partial, b"\n")
 
 
 def _keyboard_signal_reaches_child() -> bool:
@@ -205,10 +216,11 @@ def run_once(
     files: list[IO[bytes]] = []
     saves_out: list[int] = []
     saves_err: list[int] = []
+    merged: int | None = None
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
         files = [open(save / f"{tag}{part}.log", "wb", buffering=0) for part in ("", ".stdout", ".stderr")]
-        saves_out, saves_err = [files[0].fileno(), files[1].fileno()], [files[0].fileno(), files[2].fileno()]
+        saves_out, saves_err, merged = [files[1].fileno()], [files[2].fileno()], files[0].fileno()
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except FileNotFoundError:
@@ -221,7 +233,7 @@ def run_once(
         raise RunError(f"{cmd[0]}: permission denied", 126) from None
     assert proc.stdout is not None and proc.stderr is not None
     feed = result.feed.feed  # called with `lock` held
-    pumps = [_Pump(proc.stdout, out_fd, feed, saves_out, lock), _Pump(proc.stderr, err_fd, feed, saves_err, lock)]
+    pumps = [_Pump(proc.stdout, out_fd, feed, saves_out, merged, lock), _Pump(proc.stderr, err_fd, feed, saves_err, merged, lock)]
     for p in pumps:
         p.start()
 
