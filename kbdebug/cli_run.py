@@ -15,6 +15,19 @@ from kbdebug.term import output_width, use_color
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
 RUN_CONTEXT = {"allow_interspersed_args": False, "ignore_unknown_options": True}
 
+# `run`'s options as `parse_run_args` reads them: name -> (parameter, kind). Kept equal to run_cmd's typer
+# options by a test (tests/test_run_job.py).
+FAST_OPTIONS = {
+    "--rerun": ("rerun", "true"),
+    "--no-rerun": ("rerun", "false"),
+    "--retry": ("retry", "count"),
+    "--sanitizer": ("sanitizer", "text"),
+    "--save": ("save", "path"),
+    "--format": ("fmt", "format"),
+    "-f": ("fmt", "format"),
+    "--kb": ("kb", "paths"),
+}
+
 
 def run_cmd(
     cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
@@ -164,6 +177,64 @@ class _Attempt:
         from kbdebug.render import render
 
         return render([diag], self.fmt.value, color=self.color, width=self.width)
+
+
+def parse_run_args(args: list[str]) -> dict[str, Any] | None:
+    """`run`'s arguments read without typer, or None when typer must read them (help, a usage error, a form
+    this reader does not know). A job wrapper starts in a few milliseconds: typer 0.29 imports pydantic to
+    convert any command's parameters, most of `kbdebug run -- true`'s time; `run`'s few options are read here."""
+    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None}
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        name, eq, value = args[i].partition("=")
+        option = FAST_OPTIONS.get(name)
+        if option is None:
+            return None
+        key, kind = option
+        if kind in ("true", "false"):
+            if eq:
+                return None
+            values[key] = kind == "true"
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(args):
+                return None
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if kind == "count":
+            if not value.isdigit():
+                return None
+            values[key] = int(value)
+        elif kind == "format":
+            if value not in Format.__members__:
+                return None
+            values[key] = Format(value)
+        elif kind == "paths":
+            values[key] = [*(values[key] or []), Path(value)]
+        else:
+            values[key] = Path(value) if kind == "path" else value
+    cmd = args[i:]
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    if not cmd:
+        return None
+    return {"cmd": cmd, **values}
+
+
+def fast_run(args: list[str]) -> int | None:
+    """Run `kbdebug run ARGS` without typer's parameter machinery; its exit status, or None to hand ARGS to typer."""
+    values = parse_run_args(args)
+    if values is None:
+        return None
+    try:
+        run_cmd(**values)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        return 130
+    return 0
 
 
 def _compare(first, second) -> str:

@@ -291,3 +291,59 @@ def test_saved_log_survives_kbdebug_itself_being_killed(tmp_path: Path) -> None:
     proc.wait(timeout=30)
     os.kill(int(shown[-1].split()[1]), signal.SIGKILL)  # the orphaned child
     assert (save / "run-001" / "run1.log").read_text().splitlines() == shown
+
+
+def test_the_fast_reader_knows_every_option_of_run() -> None:
+    """`kbdebug run` reads its options without typer (cli_run.parse_run_args); it must know exactly run's options."""
+    import typer.main
+
+    from kbdebug.cli import app
+    from kbdebug.cli_run import FAST_OPTIONS
+
+    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    names = {name for param in command.params for name in (*param.opts, *param.secondary_opts) if name.startswith("-")}
+    assert names - {"-h", "--help"} == set(FAST_OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--", "python", "t.py"], {"cmd": ["python", "t.py"]}),
+        (["python", "t.py", "--retry", "2"], {"cmd": ["python", "t.py", "--retry", "2"]}),  # after CMD: the command's
+        (["--retry", "2", "--save=runs", "-f", "json", "--no-rerun", "--", "x"], {"retry": 2, "save": Path("runs"), "fmt": "json", "rerun": False}),
+        (["--kb", "a", "--kb=b", "--sanitizer", "memcheck", "x"], {"kb": [Path("a"), Path("b")], "sanitizer": "memcheck"}),
+        (["--retry", "-1", "--", "x"], None),  # typer says what is wrong
+        (["--retry", "two", "--", "x"], None),
+        (["-f", "yaml", "--", "x"], None),
+        (["--help"], None),
+        (["--rerun=yes", "x"], None),
+        (["--save"], None),
+        (["--"], None),
+    ],
+)
+def test_fast_reader(args: list[str], expected: dict | None) -> None:
+    from kbdebug.cli_run import parse_run_args
+
+    got = parse_run_args(args)
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_a_run_that_succeeds_loads_neither_pydantic_nor_the_pipeline() -> None:
+    """What a wrapper costs its job: a child that exits 0 needs no diagnosis (benchmarks/run_overhead.py)."""
+    code = textwrap.dedent("""
+        import sys
+        sys.argv = ["kbdebug", "run", "--", "true"]
+        from kbdebug.cli import main
+        try:
+            main()
+        except SystemExit as exc:
+            heavy = sorted({m.split(".")[0] if not m.startswith("kbdebug") else m for m in sys.modules
+                            if m.startswith(("pydantic", "lark", "jinja2", "kbdebug.parse", "kbdebug.kb", "kbdebug.api", "kbdebug.scan"))})
+            print(exc.code, heavy)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=60)
+    assert res.stdout.strip() == "0 []", res.stderr
