@@ -3,13 +3,14 @@
 A job wrapper must cost its job nothing it can notice. Three figures per child:
 - bare: the command alone;
 - wrapped: `kbdebug run -- CMD`; "added" is wrapped minus bare;
-- over the CLI: wrapped minus `kbdebug --version`, the cost of starting kbdebug's Python CLI at all
+- over the CLI: added minus `kbdebug --version`, the cost of starting kbdebug's Python CLI at all
   (interpreter, typer): what `run` itself adds, the part the wrapper's code decides.
 Children: `true` and `python -c pass` (a job that succeeds at once), one that prints 20 MB in 100-byte
 lines (the pumps' throughput; the output goes to /dev/null either way; `-u` is the child as kbdebug runs
-it, unbuffered), and one that fails (the diagnosis, paid only on failure). Runs are interleaved so a noisy machine slows every command alike; the median is
-what a user meets, the minimum the least disturbed by a shared machine. `--against DIR` times the wrapped
-commands of another checkout (e.g. the main branch) in the same run, for a before/after.
+it, unbuffered), and one that fails (the diagnosis, paid only on failure). Runs are interleaved so a noisy
+machine slows every command alike; the median is what a user meets, the minimum the least disturbed by a
+shared machine. Wall clock and CPU time (user + system, of kbdebug and its child) are both reported.
+`--against DIR` times the wrapped commands of another checkout (e.g. the main branch) in the same run.
 """
 
 from __future__ import annotations

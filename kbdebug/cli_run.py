@@ -79,7 +79,9 @@ class _Attempt:
     """One run of the job as `kbdebug run` makes it: run, diagnose if it failed, re-run it blocking if asked,
     save. The diagnosis pipeline is imported only once a run has failed: a job that succeeds needs none."""
 
-    def __init__(self, cmd: list[str], source: str, rerun: bool | None, sanitizer: str | None, save: Path | None, fmt: Format, kb: Any) -> None:
+    def __init__(
+        self, cmd: list[str], source: str, rerun: bool | None, sanitizer: str | None, save: Path | None, fmt: Format, kb: Any
+    ) -> None:
         self.cmd, self.source, self.rerun, self.sanitizer, self.save, self.fmt, self.kb = cmd, source, rerun, sanitizer, save, fmt, kb
         self.color, self.width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
 

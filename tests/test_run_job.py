@@ -310,7 +310,10 @@ def test_the_fast_reader_knows_every_option_of_run() -> None:
     [
         (["--", "python", "t.py"], {"cmd": ["python", "t.py"]}),
         (["python", "t.py", "--retry", "2"], {"cmd": ["python", "t.py", "--retry", "2"]}),  # after CMD: the command's
-        (["--retry", "2", "--save=runs", "-f", "json", "--no-rerun", "--", "x"], {"retry": 2, "save": Path("runs"), "fmt": "json", "rerun": False}),
+        (
+            ["--retry", "2", "--save=runs", "-f", "json", "--no-rerun", "--", "x"],
+            {"retry": 2, "save": Path("runs"), "fmt": "json", "rerun": False},
+        ),
         (["--kb", "a", "--kb=b", "--sanitizer", "memcheck", "x"], {"kb": [Path("a"), Path("b")], "sanitizer": "memcheck"}),
         (["--retry", "-1", "--", "x"], None),  # typer says what is wrong
         (["--retry", "two", "--", "x"], None),
