@@ -65,26 +65,32 @@ class _Feed:
         self.size = 0
         self.lines = 0
         self._scanner: Scanner | None = None
+        self.broken = False  # building the scanner failed in a pump; the diagnosis tries again and reports it
 
     def feed(self, data: bytes) -> None:
         self.lines += data.count(b"\n")
-        if self._scanner is not None:
-            self._scanner.feed(data)
+        if self.broken:
             return
-        self.held.append(data)
-        self.size += len(data)
-        if self.size > self.hold:
-            self.scanner()
+        try:
+            if self._scanner is not None:
+                self._scanner.feed(data)
+                return
+            self.held.append(data)
+            self.size += len(data)
+            if self.size > self.hold:
+                self.scanner()
+        except Exception:  # the parsers failed to load (a broken install): the pumps must go on copying the
+            self.held, self.size, self.broken, self._scanner = [], 0, True, None  # output, or the child blocks on a full pipe
 
     def scanner(self) -> Scanner:
         if self._scanner is None:
             from kbdebug.parse.needles import needles
             from kbdebug.scan import Scanner
 
-            self._scanner = Scanner(needles)
+            scanner = Scanner(needles)
             for chunk in self.held:
-                self._scanner.feed(chunk)
-            self.held, self.size = [], 0
+                scanner.feed(chunk)
+            self._scanner, self.held, self.size = scanner, [], 0
         return self._scanner
 
 

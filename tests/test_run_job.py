@@ -350,3 +350,30 @@ def test_a_run_that_succeeds_loads_neither_pydantic_nor_the_pipeline() -> None:
     """)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=60)
     assert res.stdout.strip() == "0 []", res.stderr
+
+
+def test_a_large_output_is_scanned_as_it_arrives_and_diagnosed(tmp_path: Path) -> None:
+    """Past the held amount the scanner is built mid-run; the error at the end of a long output is still read."""
+    child = script(
+        tmp_path,
+        "import sys, torch\nfor i in range(60_000):\n    print('step', i, 'x' * 80)\ntorch.nn.Conv2d(3, 8, 3)(torch.randn(1, 4, 8, 8))\n",
+    )
+    res = kb_run("--", sys.executable, child)
+    assert res.returncode == 1
+    assert len(res.stdout) > 5 << 20
+    assert "conv_channel_mismatch" in res.stderr
+
+
+def test_a_scanner_that_cannot_be_built_never_stops_the_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pumps build the scanner mid-run; should that fail (a broken install), they must go on copying the
+    child's output, or the child would block on a full pipe."""
+    from kbdebug import runner
+
+    def broken(self: runner._Feed) -> None:
+        raise ImportError("no lark")
+
+    feed = runner._Feed(hold=10)
+    monkeypatch.setattr(runner._Feed, "scanner", broken)
+    for _ in range(5):
+        feed.feed(b"a line of output\n")
+    assert (feed.broken, feed.lines, feed.held) == (True, 5, [])
