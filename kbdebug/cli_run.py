@@ -55,7 +55,8 @@ def run_cmd(
     kb: KbOption = None,
 ) -> None:
     """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
-    from kbdebug.runner import retry_decision, shell_quote
+    from kbdebug.job_end import retry_decision
+    from kbdebug.runner import shell_quote
 
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -67,7 +68,7 @@ def run_cmd(
         status, diag, result = attempt.run()
         if status == 0 or retry == 0:
             raise typer.Exit(status)
-        again, why = retry_decision(diag, result, done, retry)
+        again, why = retry_decision(diag, result.interrupted, done, retry)
         sys.stderr.write(f"kbdebug: {why}\n")
         sys.stderr.flush()
         if not again:
@@ -114,7 +115,7 @@ class _Attempt:
         out = sys.stderr
         if not diag.incidents:
             if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
-                from kbdebug.runner import exit_hint
+                from kbdebug.job_end import exit_hint
 
                 hint = exit_hint(first.returncode)
                 out.write(
@@ -159,10 +160,10 @@ class _Attempt:
     def _diagnose(self, result: Any, source: str, origin: str) -> Any:
         """The run's output, and how it ended (a signal or a killed-by-signal status), read together."""
         from kbdebug.api import diagnose_regions
+        from kbdebug.job_end import status_record
         from kbdebug.kb import RuleFileError
-        from kbdebug.runner import status_record
 
-        ended = status_record(result)
+        ended = status_record(result.returncode, result.signal, result.core_dumped, result.lines)
         try:
             return diagnose_regions(
                 result.regions,

@@ -28,7 +28,6 @@ from kbdebug.fdtee import write_all
 
 if TYPE_CHECKING:  # imported when the child fails (or prints a lot): a run that succeeds needs no parser
     from kbdebug.normalise import Region
-    from kbdebug.records.job import ProcessExit
     from kbdebug.scan import Scanner
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -37,9 +36,6 @@ FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "S
 PIPE_GRACE = 2.0  # seconds to drain the pipes after the child exits
 MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
 HOLD = 4 << 20  # output held unscanned until it outgrows this (the scanner keeps as much of a small log anyway)
-# Exit statuses a shell gives a child that a signal killed (128 + N): read as that signal. 129/130/141
-# (SIGHUP, Ctrl-C, a closed pipe) are as often a program's own choice and say nothing about a crash.
-SIGNAL_STATUSES = {128 + n: n for n in (4, 6, 7, 8, 9, 11, 15)}
 
 
 class RunError(Exception):
@@ -292,29 +288,6 @@ def _wait(proc: subprocess.Popen[bytes]) -> tuple[int, bool]:
     return proc.returncode, os.WIFSIGNALED(status) and os.WCOREDUMP(status)
 
 
-def status_record(result: RunResult) -> ProcessExit | None:
-    """How the child ended, as the record a shell's `Segmentation fault (core dumped)` would give: for a
-    death by signal, or an exit status that a shell gives a child a signal killed (137, 139, 143...).
-    It is placed after the output's last line: the last thing that happened."""
-    number = result.signal or SIGNAL_STATUSES.get(result.returncode)
-    if number is None:
-        return None
-    from kbdebug.records.job import ProcessExit, signal_name
-
-    name = signal_name(number)
-    how = f"was killed by {name}" if result.signal else f"exited with status {result.returncode} ({name})"
-    line = result.lines + 1
-    return ProcessExit(
-        signal=name,
-        exit_code=result.returncode,
-        reporter="status",
-        core_dumped=result.core_dumped,
-        first_line=line,
-        last_line=line,
-        raw=f"kbdebug run: the command {how}{' (core dumped)' if result.core_dumped else ''}",
-    )
-
-
 def needs_rerun(diag: Any, env: dict[str, str] | None = None) -> bool:
     """The error surfaced asynchronously (an illegal access, a failed launch, a bare device-side assert)
     and nothing in the log says which kernel failed: the Python line shown is only where it was noticed."""
@@ -375,55 +348,3 @@ def new_save_dir(base: Path) -> Path:
 def shell_quote(cmd: list[str]) -> str:
     """The command as the user's shell would need it typed (`python -c 'raise SystemExit(3)'`)."""
     return subprocess.list2cmdline(cmd) if os.name == "nt" else shlex.join(cmd)
-
-
-# What an exit status with no recognised cause in the output usually means: the process was killed
-# from outside, so its own output cannot say why.
-KILLED_HINTS = {
-    137: (
-        "it was killed with SIGKILL, which the kernel's OOM killer or a job scheduler (Slurm, Kubernetes) usually "
-        "sends when the process exceeds its memory limit; check `dmesg -T | grep -i -E 'killed process|out of memory'` "
-        "and the job's memory limit (`sacct -j JOBID -o MaxRSS,ReqMem`, `kubectl describe pod`)"
-    ),
-}
-
-
-def exit_hint(returncode: int) -> str | None:
-    """The usual reason for an exit status whose output explains nothing (None when there is no usual reason)."""
-    return KILLED_HINTS.get(returncode)
-
-
-# What each `retry` value of rule-ids.md means for `kbdebug run --retry`: only "yes" is rerun as is.
-RETRY_REASONS = {
-    "yes": "the job was stopped by its infrastructure, not by its own error",
-    "no": "a bug in code or data: a rerun would fail the same way",
-    "smaller": "out of a resource: a rerun as is would run out again; rerun with less (memory, batch, workers, shm) or on a larger machine",
-    "after-install": "the environment is broken: fix the install, then rerun",
-}
-
-
-def retry_decision(diag: Any, result: RunResult, done: int, allowed: int) -> tuple[bool, str]:
-    """Whether `kbdebug run --retry` runs the job again after a failed attempt, and the one line that says why.
-
-    `done` reruns have been made of the `allowed` ones. Only a root cause whose `retry` is "yes" is rerun;
-    a run stopped by a signal sent to kbdebug itself (Ctrl-C, the scheduler stopping the whole job) never is.
-    """
-    root = diag.root if diag is not None else None
-    if result.interrupted is not None:
-        return False, f"not rerunning: kbdebug itself received {_signal_text(result.interrupted)}"
-    if root is None:
-        return False, "not rerunning: nothing in the output names a cause that a rerun would fix"
-    retry = str(root.facts.get("retry") or "no")
-    cause = f"{root.rule} ({root.title}, retry: {retry})"
-    if retry != "yes":
-        return False, f"not rerunning: {cause}: {RETRY_REASONS.get(retry, RETRY_REASONS['no'])}"
-    if done >= allowed:
-        return False, f"not rerunning: {cause}, but --retry {allowed} allows no more reruns"
-    return True, f"rerunning ({done + 1} of {allowed}): {cause}: {RETRY_REASONS['yes']}"
-
-
-def _signal_text(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
