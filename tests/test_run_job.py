@@ -377,3 +377,24 @@ def test_a_scanner_that_cannot_be_built_never_stops_the_output(monkeypatch: pyte
     for _ in range(5):
         feed.feed(b"a line of output\n")
     assert (feed.broken, feed.lines, feed.held) == (True, 5, [])
+
+
+@pytest.mark.parametrize(
+    ("retry", "again", "why"),
+    [
+        ("yes", True, "rerunning (1 of 2): gpu_lost (GPU lost, retry: yes): the job was stopped by its infrastructure"),
+        ("no", False, "not rerunning: gpu_lost (GPU lost, retry: no): a bug in code or data: a rerun would fail the same way"),
+        ("smaller", False, "not rerunning: gpu_lost (GPU lost, retry: smaller): out of a resource: a rerun as is would run out again"),
+        ("after-install", False, "not rerunning: gpu_lost (GPU lost, retry: after-install): the environment is broken: fix the install"),
+    ],
+)
+def test_only_a_cause_whose_retry_is_yes_is_rerun(retry: str, again: bool, why: str) -> None:
+    from types import SimpleNamespace
+
+    from kbdebug.job_end import retry_decision
+
+    diag = SimpleNamespace(root=SimpleNamespace(rule="gpu_lost", title="GPU lost", facts={"retry": retry}))
+    got = retry_decision(diag, None, 0, 2)
+    assert got[0] is again and got[1].startswith(why), got[1]
+    assert retry_decision(diag, None, 2, 2)[0] is False  # the reruns are spent
+    assert retry_decision(diag, int(signal.SIGINT), 0, 2) == (False, "not rerunning: kbdebug itself received SIGINT")
