@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -19,17 +20,28 @@ from kbdebug.kb import load_kb
 from kbdebug.normalise import Region, iter_lines
 from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
+from kbdebug.records import Record
 from kbdebug.scan import Scanner, scan_path, scan_text
 from kbdebug.values import dtype_name, plain_number
 
 
 def diagnose_regions(
-    regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *, origin: str = "log", facts: dict[str, Any] | None = None
+    regions: list[Region],
+    source: str = "-",
+    kb_dirs: list[Path] | None = None,
+    *,
+    origin: str = "log",
+    facts: dict[str, Any] | None = None,
+    extra_records: Sequence[Record] = (),
 ) -> Diagnosis:
     """`origin` says where the text came from ("log", "run", "rerun"; see kbdebug.diagnoser.context), `facts`
-    adds what the caller knows (the command's `script`); both decide which commands are offered."""
+    adds what the caller knows (the command's `script`); both decide which commands are offered.
+    `extra_records` are what the caller observed beside the text, read by the rules like the log's own
+    (`kbdebug run` adds a ProcessExit for the signal that killed the child: a segfault prints nothing);
+    their `first_line` places them in the log's order."""
     lines = ((ln.no, ln.text) for ln in iter_lines(regions))
-    return pipeline.diagnose(parse_regions(regions), load_kb(kb_dirs), source, lines, origin=origin, facts=facts)
+    records = [*parse_regions(regions), *extra_records]
+    return pipeline.diagnose(records, load_kb(kb_dirs), source, lines, origin=origin, facts=facts)
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
