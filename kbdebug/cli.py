@@ -17,6 +17,7 @@ from kbdebug._version import __version__
 from kbdebug.cli_help import Typer
 from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, fail
 from kbdebug.cli_run import RUN_CONTEXT, run_cmd
+from kbdebug.cli_serve import serve_cmd
 from kbdebug.term import output_width, use_color
 
 if TYPE_CHECKING:  # the CLI imports the pipeline only inside commands: `--version` and `-h` stay fast
@@ -198,6 +199,7 @@ class _progress:
 
 
 app.command("run", context_settings=RUN_CONTEXT)(run_cmd)  # kbdebug/cli_run.py
+app.command("serve")(serve_cmd)  # kbdebug/cli_serve.py (the crash service, extra kbdebug[server])
 
 
 @app.command("parse")
