@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kbdebug.cli_options import Format, FormatOption, KbOption, fail
+from kbdebug.cli_options import Format, FormatOption, KbOption, ReportOption, fail
 from kbdebug.term import output_width, use_color
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
@@ -30,6 +30,7 @@ def run_cmd(
     save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
     fmt: FormatOption = Format.text,
     kb: KbOption = None,
+    report: ReportOption = None,
 ) -> None:
     """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
     from kbdebug.api import diagnose_regions
@@ -113,6 +114,10 @@ def run_cmd(
     if save is not None:
         write_summary(save, cmd, results)
         out.write(f"kbdebug: logs and diagnosis.json saved in {save}\n")
+    if report:  # last: the diagnosis and the saved logs are already out; the exit status stays the command's
+        from kbdebug.reporting import job_metadata, post, regions_text
+
+        post(report, regions_text(first.regions), job_metadata(source))
     raise typer.Exit(first.returncode)
 
 
