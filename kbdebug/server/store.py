@@ -85,8 +85,8 @@ def save(engine: Engine, diagnosis: dict[str, Any], html: str, meta: Meta, log_b
             ins = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert if engine.dialect.name == "sqlite" else None
             values = {"signature": sig, "rule": report.rule, "title": report.title, "first_seen": now, "first_report": report.id}
             if ins is not None:
-                result = session.execute(ins(Signature).values(**values).on_conflict_do_nothing(index_elements=["signature"]))
-                new = bool(getattr(result, "rowcount", 0) == 1)
+                stmt = ins(Signature).values(**values).on_conflict_do_nothing(index_elements=["signature"]).returning(Signature.signature)
+                new = session.execute(stmt).first() is not None
             elif session.get(Signature, sig) is None:  # another database: no upsert, best effort
                 session.execute(insert(Signature).values(**values))
                 new = True
