@@ -166,11 +166,11 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
 
 def _report(url: str, logs: list[tuple[str, Any]]) -> None:
     """`--report URL`: each log to the crash service, after the local output (kbdebug/reporting.py)."""
-    from kbdebug.reporting import job_metadata, path_log, post, regions_text
+    from kbdebug.reporting import job_metadata, path_log, post
 
     for path, regions in logs:
         try:
-            log = regions_text(regions) if regions is not None else path_log(path)
+            log = path_log(path, regions)
         except OSError as exc:
             typer.echo(f"kbdebug: could not report {path}: {exc.strerror or exc}", err=True)
             continue

@@ -39,11 +39,14 @@ def regions_text(regions: Iterable[Region]) -> bytes:
     return ("\n".join(out) + "\n").encode("utf-8", "surrogatepass")
 
 
-def path_log(path: str) -> bytes:
-    """What to send for a log file: the file when it is small, else the lines the scanner keeps of it."""
-    if os.path.getsize(path) <= RAW_LIMIT:
+def path_log(path: str, regions: list[Region] | None = None) -> bytes:
+    """What to send for a log: the file when it is small, else the lines the scanner kept of it (`regions`,
+    when the caller has them: standard input, or a file already scanned)."""
+    if path != "-" and os.path.getsize(path) <= RAW_LIMIT:
         with open(path, "rb") as fh:
             return fh.read()
+    if regions is not None:
+        return regions_text(regions)
     from kbdebug.parse.needles import needles
     from kbdebug.scan import scan_path
 
@@ -84,7 +87,9 @@ def _post(url: str, log: bytes, meta: dict[str, str], timeout: float) -> dict[st
         return json.loads(resp.read(1 << 24) or b"{}")
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+        return f"no answer within {timeout:g} s"
     if isinstance(exc, urllib.error.HTTPError):
         try:
             detail = json.loads(exc.read(4096) or b"{}").get("detail", "")
@@ -116,7 +121,7 @@ def post(url: str, log: bytes, meta: dict[str, str] | None = None, *, timeout: f
         where = f"{url.rstrip('/').removesuffix('/v1/diagnose')}/crashes/{incidents[0]['signature']}" if incidents else url
         _say(stream, f"kbdebug: reported to {where}")
         return True
-    why = _reason(result["error"]) if "error" in result else f"no answer within {timeout:g} s"
+    why = _reason(result["error"], timeout) if "error" in result else f"no answer within {timeout:g} s"
     _say(stream, f"kbdebug: could not report to {url}: {why} (the local diagnosis is unaffected)")
     return False
 
