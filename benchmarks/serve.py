@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from many import KINDS  # noqa: E402  (the same generated crash logs as benchmarks/many.py)
+from many import KINDS
 
 DEADLINE = 600.0
 
@@ -33,7 +33,9 @@ def logs(n: int) -> list[bytes]:
     out = []
     for i in range(n):
         noise = "".join(f"step {j} loss 0.{rnd.randrange(10**4)}\n" for j in range(rnd.randrange(5, 60)))
-        text = noise + KINDS[i % len(KINDS)].format(a=rnd.randrange(10, 900), b=rnd.randrange(1, 64), c=rnd.randrange(8), r=f"job{rnd.randrange(10**6)}")
+        text = noise + KINDS[i % len(KINDS)].format(
+            a=rnd.randrange(10, 900), b=rnd.randrange(1, 64), c=rnd.randrange(8), r=f"job{rnd.randrange(10**6)}"
+        )
         out.append(text.encode())
     return out
 

@@ -27,7 +27,9 @@ KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 ReportOption = Annotated[
     str | None,
-    typer.Option("--report", metavar="URL", help="Also send the log to a kbdebug crash service (`kbdebug serve`); never changes the exit status."),
+    typer.Option(
+        "--report", metavar="URL", help="Also send the log to a kbdebug crash service (`kbdebug serve`); never changes the exit status."
+    ),
 ]
 
 

@@ -24,7 +24,7 @@ def is_loopback(host: str) -> bool:
         addrs = {info[4][0] for info in socket.getaddrinfo(host, None)}
     except OSError:
         return False
-    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+    return bool(addrs) and all(ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addrs)
 
 
 def serve_cmd(
@@ -32,14 +32,21 @@ def serve_cmd(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8000,
     db: Annotated[
         str | None,
-        typer.Option("--db", metavar="URL", help="sqlite:///FILE (default: ~/.local/share/kbdebug/crashes.db) or postgresql://USER@HOST/DB."),
+        typer.Option(
+            "--db", metavar="URL", help="sqlite:///FILE (default: ~/.local/share/kbdebug/crashes.db) or postgresql://USER@HOST/DB."
+        ),
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes (they share the database).")] = 1,
     token: Annotated[
-        str | None, typer.Option("--token", envvar="KBDEBUG_SERVE_TOKEN", help="Writes need `Authorization: Bearer TOKEN` (env KBDEBUG_SERVE_TOKEN).")
+        str | None,
+        typer.Option("--token", envvar="KBDEBUG_SERVE_TOKEN", help="Writes need `Authorization: Bearer TOKEN` (env KBDEBUG_SERVE_TOKEN)."),
     ] = None,
-    max_upload: Annotated[int, typer.Option("--max-upload", metavar="BYTES", min=1, help="Largest log accepted (413 above).")] = DEFAULT_MAX_UPLOAD,
-    webhook: Annotated[str | None, typer.Option("--webhook", metavar="URL", help="POST a chat message (JSON) here when a new crash appears.")] = None,
+    max_upload: Annotated[
+        int, typer.Option("--max-upload", metavar="BYTES", min=1, help="Largest log accepted (413 above).")
+    ] = DEFAULT_MAX_UPLOAD,
+    webhook: Annotated[
+        str | None, typer.Option("--webhook", metavar="URL", help="POST a chat message (JSON) here when a new crash appears.")
+    ] = None,
     public_url: Annotated[str | None, typer.Option("--public-url", metavar="URL", help="How links in webhook messages start.")] = None,
 ) -> None:
     """Serve every job's diagnosis, grouped by crash signature: JSON API under /v1, pages at /, OpenAPI at /docs."""

@@ -53,7 +53,7 @@ def multirank(causal: int = 3, ranks: int = 4) -> bytes:
     ]
     lines += [
         f"[rank{causal}]:/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [0,0,0], thread: [3,0,0] "
-        "Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.",
+        'Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.',
         f"[rank{causal}]:RuntimeError: CUDA error: device-side assert triggered",
     ]
     return ("\n".join(lines) + "\n").encode()
@@ -132,7 +132,9 @@ def serve(db_url: str, *args: str, host: str = "127.0.0.1", env: dict[str, str] 
 
 def post(url: str, log: bytes, timeout: float = 60, **query: str) -> tuple[int, dict]:
     q = urllib.parse.urlencode(query)
-    req = urllib.request.Request(f"{url}/v1/diagnose" + (f"?{q}" if q else ""), data=log, headers={"Content-Type": "text/plain"}, method="POST")
+    req = urllib.request.Request(
+        f"{url}/v1/diagnose" + (f"?{q}" if q else ""), data=log, headers={"Content-Type": "text/plain"}, method="POST"
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read())
@@ -178,5 +180,3 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-

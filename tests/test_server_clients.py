@@ -102,7 +102,11 @@ def test_run_and_explain_store_on_a_live_server(tmp_path: Path) -> None:
         assert many.returncode == 0
         crashes = get(server.url + "/v1/crashes")["crashes"]
         # the run's crash and a.log's are one cause at two user frames (crash.py:step, train.py:step): two signatures
-        assert sorted((g["rule"], g["count"]) for g in crashes) == [("index_out_of_bounds", 1), ("index_out_of_bounds", 1), ("nll_target_out_of_range", 1)]
+        assert sorted((g["rule"], g["count"]) for g in crashes) == [
+            ("index_out_of_bounds", 1),
+            ("index_out_of_bounds", 1),
+            ("nll_target_out_of_range", 1),
+        ]
         assert sorted(g["example"]["source"] for g in crashes) == ["-", str(tmp_path / "a.log"), str(tmp_path / "b.log")]
         sig = next(g["signature"] for g in crashes if g["example"]["source"] == "-")
         assert f"kbdebug: reported to {server.url}/crashes/{sig}" in r.stderr.decode()

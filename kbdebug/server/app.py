@@ -164,10 +164,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             body = await _read_capped(request, settings.max_upload)
         except TooLarge as exc:
-            return JSONResponse(
-                {"detail": f"the log is {exc.args[0]} bytes or more; this server takes logs of at most {settings.max_upload} bytes (--max-upload)"},
-                status_code=413,
-            )
+            limit = f"this server takes logs of at most {settings.max_upload} bytes (--max-upload)"
+            return JSONResponse({"detail": f"the log is {exc.args[0]} bytes or more; {limit}"}, status_code=413)
         log, filename = await _log_from(request, body)
         name = source or filename or "-"
         diagnosis, html = await run_in_threadpool(diagnose_bytes, log, name)
@@ -177,7 +175,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             group = await run_in_threadpool(store.group_summary, engine, diagnosis["incidents"][0]["signature"])
             base = (settings.public_url or str(request.base_url)).rstrip("/")
             background.add_task(webhook.send, settings.webhook, webhook.message(group, f"{base}/crashes/{group['signature']}"))
-        return JSONResponse(diagnosis, status_code=201, headers={"Location": f"/v1/reports/{report_id}", "X-Kbdebug-Report": str(report_id)})
+        return JSONResponse(
+            diagnosis, status_code=201, headers={"Location": f"/v1/reports/{report_id}", "X-Kbdebug-Report": str(report_id)}
+        )
 
     @app.get("/v1/crashes", summary="Crash groups, one per root signature, most recently seen first")
     def get_crashes(

@@ -68,7 +68,7 @@ class Signature(Base):
 
 def _v1(conn: Any) -> None:
     """The first schema: reports, signatures. Later versions alter these tables in migrations of their own."""
-    Base.metadata.create_all(conn, tables=[Report.__table__, Signature.__table__])
+    Base.metadata.create_all(conn, tables=[Base.metadata.tables[name] for name in ("reports", "signatures")])
 
 
 # Applied in order; the database records how many ran. Append, never edit or reorder.
@@ -117,7 +117,7 @@ def migrate(engine: Engine) -> int:
     with engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": 0x6B6264})
-        Base.metadata.create_all(conn, tables=[SchemaVersion.__table__])
+        Base.metadata.create_all(conn, tables=[Base.metadata.tables["kbdebug_schema"]])
         with Session(bind=conn) as session:
             row = session.scalars(select(SchemaVersion)).first()
             done = row.version if row is not None else 0

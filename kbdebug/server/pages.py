@@ -12,10 +12,10 @@ from functools import cache
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
+from markupsafe import Markup
 from sqlalchemy import Engine
 
 from kbdebug.render import SECTIONS
@@ -40,9 +40,9 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def _when(iso: str) -> str:
-    """`2026-12-05 07:31 UTC`: minutes are enough to read a page by."""
-    return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M UTC")
+def _when(iso: str, form: str = "long") -> str:
+    """`2026-12-05 07:31 UTC`, or `12-05 07:31` in the dashboard's narrow columns: minutes are enough to read by."""
+    return datetime.fromisoformat(iso).strftime("%m-%d %H:%M" if form == "short" else "%Y-%m-%d %H:%M UTC")
 
 
 def plot(start: datetime, step: timedelta, counts: list[int], width: int = 760, height: int = 120) -> dict[str, Any]:
@@ -77,8 +77,10 @@ def mount(app: FastAPI, engine: Engine) -> None:
         window = (store.utcnow() - filters.since) if filters.since is not None else PLOT_WINDOW
         series = plot(*store.timeline(engine, filters, window))
         rules = sorted({g["rule"] for g in store.groups(engine, store.Filters())})
-        return _env().get_template("dashboard.html.j2").render(
-            groups=groups, plot=series, rules=rules, rule=rule or "", job=job or "", since=since or "", since_choices=SINCE_CHOICES
+        return (
+            _env()
+            .get_template("dashboard.html.j2")
+            .render(groups=groups, plot=series, rules=rules, rule=rule or "", job=job or "", since=since or "", since_choices=SINCE_CHOICES)
         )
 
     @app.get("/crashes/{signature}", response_class=HTMLResponse, include_in_schema=False)

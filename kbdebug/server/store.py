@@ -160,7 +160,14 @@ def _distinct(session: Session, column: Any, sigs: list[str], conds: list[Any]) 
 
 
 def _example(r: Report) -> dict[str, Any]:
-    return {"report": r.id, "received_at": _aware(r.received_at).isoformat(), "job": r.job, "host": r.host, "rank": r.rank, "source": r.source}
+    return {
+        "report": r.id,
+        "received_at": _aware(r.received_at).isoformat(),
+        "job": r.job,
+        "host": r.host,
+        "rank": r.rank,
+        "source": r.source,
+    }
 
 
 def occurrence(r: Report) -> dict[str, Any]:
@@ -171,7 +178,9 @@ def group(engine: Engine, signature: str, limit: int = 1000) -> dict[str, Any] |
     """The group of one signature: its summary, the latest diagnosis, and its occurrences newest first."""
     with Session(engine) as session:
         reports = list(
-            session.scalars(select(Report).where(Report.signature == signature).order_by(Report.received_at.desc(), Report.id.desc()).limit(limit))
+            session.scalars(
+                select(Report).where(Report.signature == signature).order_by(Report.received_at.desc(), Report.id.desc()).limit(limit)
+            )
         )
     if not reports:
         return None
@@ -218,7 +227,11 @@ def timeline(engine: Engine, filters: Filters, window: timedelta) -> tuple[datet
     now = utcnow()
     step = timedelta(hours=1) if window <= timedelta(days=2) else timedelta(days=1)
     start = now - window
-    start = start.replace(minute=0, second=0, microsecond=0) if step < timedelta(days=1) else start.replace(hour=0, minute=0, second=0, microsecond=0)
+    start = (
+        start.replace(minute=0, second=0, microsecond=0)
+        if step < timedelta(days=1)
+        else start.replace(hour=0, minute=0, second=0, microsecond=0)
+    )
     n = int((now - start) / step) + 1
     counts = [0] * n
     since = max(filters.since, start) if filters.since is not None else start

@@ -42,7 +42,7 @@ def message(group: dict[str, Any], link: str) -> dict[str, Any]:
 def send(url: str, payload: dict[str, Any], timeout: float = TIMEOUT) -> bool:
     req = urllib.request.Request(url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST")
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (the operator's own URL)
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
             resp.read(1024)
         return True
     except Exception as exc:  # best effort: a chat server that is down never fails a post
