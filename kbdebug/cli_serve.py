@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 from typing import Annotated
 
 import typer
@@ -16,6 +14,9 @@ DEFAULT_MAX_UPLOAD = 16 << 20  # kbdebug.server.app's default; not imported here
 
 def is_loopback(host: str) -> bool:
     """Whether only this machine can reach `host` (127.0.0.0/8, ::1, localhost); a name is resolved."""
+    import ipaddress
+    import socket
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -28,18 +29,18 @@ def is_loopback(host: str) -> bool:
 
 
 def serve_cmd(
-    host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs --token.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8000,
+    host: Annotated[str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on; anything but loopback needs --token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="TCP port.")] = 8000,
     db: Annotated[
         str | None,
         typer.Option(
             "--db", metavar="URL", help="sqlite:///FILE (default: ~/.local/share/kbdebug/crashes.db) or postgresql://USER@HOST/DB."
         ),
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Worker processes (they share the database).")] = 1,
+    workers: Annotated[int, typer.Option("--workers", metavar="N", min=1, help="Worker processes (they share the database).")] = 1,
     token: Annotated[
         str | None,
-        typer.Option("--token", envvar="KBDEBUG_SERVE_TOKEN", help="Writes need `Authorization: Bearer TOKEN` (env KBDEBUG_SERVE_TOKEN)."),
+        typer.Option("--token", metavar="TOKEN", envvar="KBDEBUG_SERVE_TOKEN", help="Writes need `Authorization: Bearer TOKEN` (env KBDEBUG_SERVE_TOKEN)."),
     ] = None,
     max_upload: Annotated[
         int, typer.Option("--max-upload", metavar="BYTES", min=1, help="Largest log accepted (413 above).")
