@@ -174,7 +174,7 @@ def _report(url: str, logs: list[tuple[str, Any]]) -> None:
         except OSError as exc:
             typer.echo(f"kbdebug: could not report {path}: {exc.strerror or exc}", err=True)
             continue
-        post(url, log, {**job_metadata(), "source": path})
+        post(url, log, {**job_metadata(rank=False), "source": path})
 
 
 def _each(paths: list[str], quiet: bool, kb: list[Path] | None) -> Iterator[Diagnosis]:

@@ -29,7 +29,9 @@ def is_loopback(host: str) -> bool:
 
 
 def serve_cmd(
-    host: Annotated[str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on; anything but loopback needs --token.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on; anything but loopback needs --token.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="TCP port.")] = 8000,
     db: Annotated[
         str | None,
@@ -40,7 +42,12 @@ def serve_cmd(
     workers: Annotated[int, typer.Option("--workers", metavar="N", min=1, help="Worker processes (they share the database).")] = 1,
     token: Annotated[
         str | None,
-        typer.Option("--token", metavar="TOKEN", envvar="KBDEBUG_SERVE_TOKEN", help="Writes need `Authorization: Bearer TOKEN` (env KBDEBUG_SERVE_TOKEN)."),
+        typer.Option(
+            "--token",
+            metavar="TOKEN",
+            envvar="KBDEBUG_SERVE_TOKEN",
+            help="Writes need `Authorization: Bearer TOKEN` (env KBDEBUG_SERVE_TOKEN).",
+        ),
     ] = None,
     max_upload: Annotated[
         int, typer.Option("--max-upload", metavar="BYTES", min=1, help="Largest log accepted (413 above).")

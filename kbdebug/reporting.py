@@ -53,13 +53,14 @@ def path_log(path: str, regions: list[Region] | None = None) -> bytes:
     return regions_text(scan_path(path, needles))
 
 
-def job_metadata(command: str = "") -> dict[str, str]:
-    """What the service shows beside each occurrence: job, host, rank, user, command, tags (KBDEBUG_TAGS)."""
+def job_metadata(command: str = "", *, rank: bool = True) -> dict[str, str]:
+    """What the service shows beside each occurrence: job, host, rank, user, command, tags (KBDEBUG_TAGS).
+    `rank=False` for a log file read later: the shell's RANK is not the rank that wrote it."""
     env = os.environ
     meta = {
         "job": next((env[v] for v in _JOB_VARS if env.get(v)), ""),
         "host": socket.gethostname(),
-        "rank": next((env[v] for v in _RANK_VARS if env.get(v, "").isdigit()), ""),
+        "rank": next((env[v] for v in _RANK_VARS if env.get(v, "").isdigit()), "") if rank else "",
         "command": command,
         "tags": env.get("KBDEBUG_TAGS", ""),
     }

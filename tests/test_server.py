@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import timedelta
+from datetime import timedelta, timezone
 from html import unescape
 from pathlib import Path
 
@@ -49,7 +49,9 @@ def test_multipart_upload_is_the_same_log(db_url: str) -> None:
     assert upload["source"] == "rank3.log"
     assert upload["incidents"][0]["signature"] == raw["incidents"][0]["signature"]
     assert upload["incidents"][0]["rule"] == "index_out_of_bounds"
-    assert c.post("/v1/diagnose", data={"note": "no log"}, files={}).status_code in (201, 422)  # a form without a file is no crash
+    empty = c.post("/v1/diagnose", files={"note": (None, "no log here")})  # a multipart form without a file
+    assert empty.status_code == 422 and "holds no file" in empty.json()["detail"]
+    assert c.get("/v1/health").json()["reports"] == 2
 
 
 def test_crashes_group_by_root_signature_each_diagnosis_once(db_url: str) -> None:
@@ -81,6 +83,8 @@ def test_filters_and_one_group(db_url: str) -> None:
     assert [g["rule"] for g in c.get("/v1/crashes", params={"job": "a"}).json()["crashes"]] == ["index_out_of_bounds"]
     assert len(c.get("/v1/crashes", params={"since": "1h"}).json()["crashes"]) == 2
     assert c.get("/v1/crashes", params={"since": "2999-01-01"}).json() == {"crashes": []}
+    later = (store.utcnow() + timedelta(minutes=30)).astimezone(timezone(timedelta(hours=-5)))  # UTC+30 min, said in UTC-5
+    assert c.get("/v1/crashes", params={"since": later.isoformat()}).json() == {"crashes": []}
     assert c.get("/v1/crashes", params={"since": "yesterday-ish"}).status_code == 422
     sig = c.get("/v1/crashes", params={"rule": "cuda_oom"}).json()["crashes"][0]["signature"]
     group = c.get(f"/v1/crashes/{sig}").json()

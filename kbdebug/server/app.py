@@ -115,7 +115,7 @@ def parse_since(value: str | None) -> datetime | None:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
         raise HTTPException(422, f"since={value!r}: give 30m, 24h, 7d, 2w or an ISO 8601 date") from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)  # the database compares UTC times
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -76,7 +76,7 @@ def mount(app: FastAPI, engine: Engine) -> None:
         groups = store.groups(engine, filters)
         window = (store.utcnow() - filters.since) if filters.since is not None else PLOT_WINDOW
         series = plot(*store.timeline(engine, filters, window))
-        rules = sorted({g["rule"] for g in store.groups(engine, store.Filters())})
+        rules = store.rules_seen(engine)
         return (
             _env()
             .get_template("dashboard.html.j2")

@@ -93,6 +93,12 @@ def save(engine: Engine, diagnosis: dict[str, Any], html: str, meta: Meta, log_b
         return report.id, new
 
 
+def rules_seen(engine: Engine) -> list[str]:
+    """The rules of every stored group, for the dashboard's filter."""
+    with Session(engine) as session:
+        return list(session.scalars(select(Report.rule).where(Report.signature != "").distinct().order_by(Report.rule)))
+
+
 def count(engine: Engine) -> int:
     with Session(engine) as session:
         return int(session.scalar(select(func.count()).select_from(Report)) or 0)
