@@ -173,8 +173,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         report_id, new = await run_in_threadpool(store.save, engine, diagnosis, html, meta, len(log))
         if new and settings.webhook:
             group = await run_in_threadpool(store.group_summary, engine, diagnosis["incidents"][0]["signature"])
-            base = (settings.public_url or str(request.base_url)).rstrip("/")
-            background.add_task(webhook.send, settings.webhook, webhook.message(group, f"{base}/crashes/{group['signature']}"))
+            if group is not None:
+                base = (settings.public_url or str(request.base_url)).rstrip("/")
+                background.add_task(webhook.send, settings.webhook, webhook.message(group, f"{base}/crashes/{group['signature']}"))
         return JSONResponse(
             diagnosis, status_code=201, headers={"Location": f"/v1/reports/{report_id}", "X-Kbdebug-Report": str(report_id)}
         )

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from kbdebug.server.db import Report, Signature, utcnow
 
@@ -37,9 +37,10 @@ class Filters:
     rule: str | None = None
     job: str | None = None
     since: datetime | None = None
+    signature: str | None = None
 
     def where(self) -> list[Any]:
-        conds: list[Any] = [Report.signature != ""]
+        conds: list[Any] = [Report.signature == self.signature] if self.signature else [Report.signature != ""]
         if self.rule:
             conds.append(Report.rule == self.rule)
         if self.job:
@@ -47,6 +48,22 @@ class Filters:
         if self.since is not None:
             conds.append(Report.received_at >= self.since)
         return conds
+
+
+# what a group's example and an occurrence show: the stored diagnosis and HTML report stay unread
+_LISTED_COLUMNS = load_only(
+    Report.id,
+    Report.received_at,
+    Report.rule,
+    Report.title,
+    Report.job,
+    Report.host,
+    Report.rank,
+    Report.source,
+    Report.command,
+    Report.user,
+    Report.tags,
+)
 
 
 def _aware(when: datetime) -> datetime:
@@ -126,7 +143,7 @@ def groups(engine: Engine, filters: Filters, limit: int = 500) -> list[dict[str,
         known = {s.signature: s for s in session.scalars(select(Signature).where(Signature.signature.in_(sigs)))} if sigs else {}
         jobs = _distinct(session, Report.job, sigs, conds)
         hosts = _distinct(session, Report.host, sigs, conds)
-        examples = {r.id: r for r in session.scalars(select(Report).where(Report.id.in_([r[4] for r in rows])))} if rows else {}
+        examples = {r.id: r for r in session.scalars(select(Report).options(_LISTED_COLUMNS).where(Report.id.in_([r[4] for r in rows])))}
     now = utcnow()
     out = []
     for sig, n, first, last, example, retry in rows:
@@ -182,41 +199,27 @@ def occurrence(r: Report) -> dict[str, Any]:
 
 def group(engine: Engine, signature: str, limit: int = 1000) -> dict[str, Any] | None:
     """The group of one signature: its summary, the latest diagnosis, and its occurrences newest first."""
+    summary = group_summary(engine, signature)
+    if summary is None:
+        return None
     with Session(engine) as session:
         reports = list(
             session.scalars(
-                select(Report).where(Report.signature == signature).order_by(Report.received_at.desc(), Report.id.desc()).limit(limit)
+                select(Report)
+                .options(_LISTED_COLUMNS)
+                .where(Report.signature == signature)
+                .order_by(Report.received_at.desc(), Report.id.desc())
+                .limit(limit)
             )
         )
-    if not reports:
-        return None
-    return {**group_summary(engine, signature), "diagnosis": reports[0].diagnosis, "occurrences": [occurrence(r) for r in reports]}
+        latest = session.scalar(select(Report.diagnosis).where(Report.id == summary["example"]["report"]))
+    return {**summary, "diagnosis": latest, "occurrences": [occurrence(r) for r in reports]}
 
 
-def group_summary(engine: Engine, signature: str) -> dict[str, Any]:
-    with Session(engine) as session:
-        conds = [Report.signature == signature]
-        n, first, last, retry = session.execute(
-            select(func.count(), func.min(Report.received_at), func.max(Report.received_at), func.max(Report.retry)).where(*conds)
-        ).one()
-        seen = session.get(Signature, signature)
-        latest = session.scalars(select(Report).where(*conds).order_by(Report.id.desc()).limit(1)).one()
-        jobs = _distinct(session, Report.job, [signature], conds)
-        hosts = _distinct(session, Report.host, [signature], conds)
-    first_seen = _aware(seen.first_seen) if seen is not None else _aware(first)
-    return {
-        "signature": signature,
-        "rule": latest.rule,
-        "title": latest.title,
-        "retry": retry or None,
-        "count": n,
-        "first_seen": first_seen.isoformat(),
-        "last_seen": _aware(last).isoformat(),
-        "new": utcnow() - first_seen <= NEW_FOR,
-        "jobs": jobs.get(signature, []),
-        "hosts": hosts.get(signature, []),
-        "example": _example(latest),
-    }
+def group_summary(engine: Engine, signature: str) -> dict[str, Any] | None:
+    """The keys of /v1/crashes for one signature, over all its occurrences (None when it was never seen)."""
+    found = groups(engine, Filters(signature=signature), limit=1)
+    return found[0] if found else None
 
 
 def report(engine: Engine, report_id: int) -> tuple[dict[str, Any], str] | None:
