@@ -134,3 +134,26 @@ def test_install_report_sends_the_traceback_and_keeps_exit_status(tmp_path: Path
                 assert err.rstrip().splitlines()[-1].startswith(f"kbdebug: could not report to {url}: ")
     finally:
         hook.close()
+
+
+def test_the_lines_sent_for_a_large_log_diagnose_as_the_log() -> None:
+    """`run --report` and a log over 4 MiB send the lines the scanner kept: ranks are put back, the root and its
+    signature stay those of the whole log (other ranks' timeouts still fold under the causal rank)."""
+    from serverkit import multirank
+
+    from kbdebug.api import diagnose_regions, diagnose_text
+    from kbdebug.parse.needles import needles
+    from kbdebug.reporting import regions_text
+    from kbdebug.scan import scan_text
+
+    noise = "".join(f"[rank{i % 4}]:step {i} loss 0.{i % 97}\n" for i in range(200_000))  # > 1 MiB: scanned in regions
+    text = noise + multirank().decode() + noise
+    regions = scan_text(text, needles)
+    whole = diagnose_regions(regions)
+    sent = regions_text(regions)
+    assert len(sent) < len(text) // 20
+    again = diagnose_text(sent.decode())
+    assert (
+        (again.root.rule, again.root.signature) == (whole.root.rule, whole.root.signature) == ("index_out_of_bounds", whole.root.signature)
+    )
+    assert [c.ranks for c in again.root.consequences] == [c.ranks for c in whole.root.consequences]
