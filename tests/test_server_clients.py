@@ -157,3 +157,18 @@ def test_the_lines_sent_for_a_large_log_diagnose_as_the_log() -> None:
         (again.root.rule, again.root.signature) == (whole.root.rule, whole.root.signature) == ("index_out_of_bounds", whole.root.signature)
     )
     assert [c.ranks for c in again.root.consequences] == [c.ranks for c in whole.root.consequences]
+
+
+def test_clients_send_the_token_a_server_asks_for(tmp_path: Path) -> None:
+    with serve(f"sqlite:///{tmp_path / 'c.db'}", "--token", "team-t0ken") as server:
+        without, _ = cli("explain", "--report", server.url, EXAMPLE_PATH)
+        assert without.returncode == 0
+        assert without.stderr.decode().splitlines() == [
+            f"kbdebug: could not report to {server.url}: HTTP 401: this server takes reports only with its token "
+            "(Authorization: Bearer TOKEN) (the local diagnosis is unaffected)"
+        ]
+        start = time.monotonic()
+        r = run_cli("explain", "--report", server.url, EXAMPLE_PATH, env={**ENV, "KBDEBUG_REPORT_TOKEN": "team-t0ken"})
+        assert r.returncode == 0 and r.stderr.decode().startswith(f"kbdebug: reported to {server.url}/crashes/")
+        assert time.monotonic() - start < 30
+        assert get(server.url + "/v1/health")["reports"] == 1
