@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -28,14 +29,22 @@ _JOB_VARS = ("KBDEBUG_JOB", "SLURM_JOB_NAME", "SLURM_JOB_ID", "PBS_JOBNAME", "PB
 _RANK_VARS = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 
 
+# a stamp printed in this form is read back as a line's time when it leads the line (kbdebug.normalise)
+_DATED = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?")
+
+
 def regions_text(regions: Iterable[Region]) -> bytes:
-    """The lines a diagnosis was made from, as a log again: rank prefixes put back, a blank line between
-    regions, so the server diagnoses the same records (the text of a large log without the bytes between)."""
+    """The lines a diagnosis was made from, as a log again: rank prefixes and dated time stamps put back, a
+    blank line between regions, so the server diagnoses the same records (the text of a large log without
+    the bytes between). Stamps without a year (glog, journald) are left off: which rank failed first is then
+    said by the local diagnosis only."""
     out: list[str] = []
     for region in regions:
         if out:
             out.append("")
-        out.extend(f"[rank{ln.rank}]: {ln.text}" if ln.rank is not None else ln.text for ln in region.lines)
+        for ln in region.lines:
+            stamp = f"{ln.time.text} " if ln.time is not None and _DATED.fullmatch(ln.time.text) else ""
+            out.append(f"[rank{ln.rank}]: {stamp}{ln.text}" if ln.rank is not None else stamp + ln.text)
     return ("\n".join(out) + "\n").encode("utf-8", "surrogatepass")
 
 

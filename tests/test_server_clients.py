@@ -172,3 +172,19 @@ def test_clients_send_the_token_a_server_asks_for(tmp_path: Path) -> None:
         assert r.returncode == 0 and r.stderr.decode().startswith(f"kbdebug: reported to {server.url}/crashes/")
         assert time.monotonic() - start < 30
         assert get(server.url + "/v1/health")["reports"] == 1
+
+
+@pytest.mark.parametrize("style", ["iso", "logging"])
+def test_the_lines_sent_keep_dated_stamps_so_the_first_failure_is_named(style: str) -> None:
+    from test_first_failure import STYLES, job
+
+    from kbdebug.api import diagnose_regions, diagnose_text
+    from kbdebug.parse.needles import needles
+    from kbdebug.reporting import regions_text
+    from kbdebug.scan import scan_text
+
+    stamp, shown = STYLES[style]
+    regions = scan_text(job(stamp, 5), needles)
+    again = diagnose_text(regions_text(regions).decode())
+    assert again.root.signature == diagnose_regions(regions).root.signature
+    assert again.root.first_failure is not None and (again.root.first_failure.rank, again.root.first_failure.time) == (5, shown)
