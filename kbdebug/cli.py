@@ -15,8 +15,9 @@ import typer
 
 from kbdebug._version import __version__
 from kbdebug.cli_help import Typer
-from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, fail
+from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, ReportOption, fail
 from kbdebug.cli_run import RUN_CONTEXT, run_cmd
+from kbdebug.cli_serve import serve_cmd
 from kbdebug.term import output_width, use_color
 
 if TYPE_CHECKING:  # the CLI imports the pipeline only inside commands: `--version` and `-h` stay fast
@@ -99,12 +100,13 @@ def explain(
     fmt: FormatOption = Format.text,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
+    report: ReportOption = None,
 ) -> None:
     """Diagnose crash logs. Exit status: 0 incident found, 1 nothing recognised, 2 usage/input error."""
     if files.count("-") > 1:
         fail("standard input can be named only once")
     if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
-        _explain_many(files, fmt, quiet, kb)
+        _explain_many(files, fmt, quiet, kb, report)
     from kbdebug.parse.needles import needles
     from kbdebug.scan import start_grep
 
@@ -115,19 +117,22 @@ def explain(
 
     _settle()
 
-    diags = []
+    diags, logs = [], []
     try:
         for path in files:
             regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None))
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
+            logs.append((path, regions))
     except (InputError, RuleFileError) as exc:
         fail(str(exc))
     sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
     sys.stdout.flush()
+    if report:
+        _report(report, logs)
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
 
 
-def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None) -> NoReturn:
+def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None) -> NoReturn:
     """Many logs: each diagnosis as it is ready (JSON: one object per line), then the crashes grouped by signature."""
     from kbdebug.batch import expand
     from kbdebug.kb import RuleFileError
@@ -154,7 +159,22 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
             fail(str(exc))
     sys.stdout.write(render_summary(diags, fmt.value))
     sys.stdout.flush()
+    if report:
+        _report(report, [(path, None) for path in paths if path != "-"])
     raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
+
+
+def _report(url: str, logs: list[tuple[str, Any]]) -> None:
+    """`--report URL`: each log to the crash service, after the local output (kbdebug/reporting.py)."""
+    from kbdebug.reporting import job_metadata, path_log, post
+
+    for path, regions in logs:
+        try:
+            log = path_log(path, regions)
+        except OSError as exc:
+            typer.echo(f"kbdebug: could not report {path}: {exc.strerror or exc}", err=True)
+            continue
+        post(url, log, {**job_metadata(rank=False), "source": path})
 
 
 def _each(paths: list[str], quiet: bool, kb: list[Path] | None) -> Iterator[Diagnosis]:
@@ -198,6 +218,7 @@ class _progress:
 
 
 app.command("run", context_settings=RUN_CONTEXT)(run_cmd)  # kbdebug/cli_run.py
+app.command("serve")(serve_cmd)  # kbdebug/cli_serve.py (the crash service, extra kbdebug[server])
 
 
 @app.command("parse")

@@ -25,6 +25,12 @@ class ParseFormat(StrEnum):
 
 KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+ReportOption = Annotated[
+    str | None,
+    typer.Option(
+        "--report", metavar="URL", help="Also send the log to a kbdebug crash service (`kbdebug serve`); never changes the exit status."
+    ),
+]
 
 
 def fail(message: str) -> NoReturn:

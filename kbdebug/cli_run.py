@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kbdebug.cli_options import Format, FormatOption, KbOption, fail
+from kbdebug.cli_options import Format, FormatOption, KbOption, ReportOption, fail
 from kbdebug.term import output_width, use_color
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
@@ -26,6 +26,7 @@ FAST_OPTIONS = {
     "--format": ("fmt", "format"),
     "-f": ("fmt", "format"),
     "--kb": ("kb", "paths"),
+    "--report": ("report", "text"),
 }
 
 
@@ -53,6 +54,7 @@ def run_cmd(
     save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
     fmt: FormatOption = Format.text,
     kb: KbOption = None,
+    report: ReportOption = None,
 ) -> None:
     """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
     from kbdebug.job_end import retry_decision
@@ -62,7 +64,7 @@ def run_cmd(
         cmd = cmd[1:]
     if not cmd:
         fail("no command given; use `kbdebug run -- python train.py`")
-    attempt = _Attempt(cmd, shell_quote(cmd), rerun, sanitizer, save, fmt, kb)
+    attempt = _Attempt(cmd, shell_quote(cmd), rerun, sanitizer, save, fmt, kb, report)
     done = 0
     while True:
         status, diag, result = attempt.run()
@@ -81,9 +83,18 @@ class _Attempt:
     save. The diagnosis pipeline is imported only once a run has failed: a job that succeeds needs none."""
 
     def __init__(
-        self, cmd: list[str], source: str, rerun: bool | None, sanitizer: str | None, save: Path | None, fmt: Format, kb: Any
+        self,
+        cmd: list[str],
+        source: str,
+        rerun: bool | None,
+        sanitizer: str | None,
+        save: Path | None,
+        fmt: Format,
+        kb: Any,
+        report: str | None = None,
     ) -> None:
         self.cmd, self.source, self.rerun, self.sanitizer, self.save, self.fmt, self.kb = cmd, source, rerun, sanitizer, save, fmt, kb
+        self.report = report
         self.color, self.width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
 
     def run(self) -> tuple[int, Any, Any]:
@@ -130,6 +141,10 @@ class _Attempt:
         if save is not None:
             write_summary(save, cmd, results)
             out.write(f"kbdebug: logs and diagnosis.json saved in {save}\n")
+        if self.report:  # last: the diagnosis and the saved logs are already out; the exit status stays the command's
+            from kbdebug.reporting import job_metadata, post, regions_text
+
+            post(self.report, regions_text(first.regions), job_metadata(source))
         return first.returncode, diag, first
 
     def _rerun_blocking(self, first: Any, diag: Any, save: Path | None, results: list[tuple[Any, Any]]) -> None:
@@ -186,7 +201,7 @@ def parse_run_args(args: list[str]) -> dict[str, Any] | None:
     """`run`'s arguments read without typer, or None when typer must read them (help, a usage error, a form
     this reader does not know). A job wrapper starts in a few milliseconds: typer 0.29 imports pydantic to
     convert any command's parameters, most of `kbdebug run -- true`'s time; `run`'s few options are read here."""
-    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None}
+    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None, "report": None}
     i = 0
     while i < len(args) and args[i].startswith("-") and args[i] != "--":
         name, eq, value = args[i].partition("=")

@@ -1,0 +1,135 @@
+"""The crash service's throughput: diagnoses per second posted over loopback by N concurrent clients to
+`kbdebug serve`, against diagnosing the same logs in one process (what `kbdebug explain --format json`
+does per log, warm), in the same run. Checks that the count stored equals the count posted.
+
+Loopback only, bounded (every request has a timeout, the run a deadline), and it stops the server it started.
+Usage: PYTHONPATH=. python benchmarks/serve.py [--logs 400] [--clients 8] [--workers 2] [--db URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from many import KINDS
+
+DEADLINE = 600.0
+
+
+def logs(n: int) -> list[bytes]:
+    rnd = random.Random(0)
+    out = []
+    for i in range(n):
+        noise = "".join(f"step {j} loss 0.{rnd.randrange(10**4)}\n" for j in range(rnd.randrange(5, 60)))
+        text = noise + KINDS[i % len(KINDS)].format(
+            a=rnd.randrange(10, 900), b=rnd.randrange(1, 64), c=rnd.randrange(8), r=f"job{rnd.randrange(10**6)}"
+        )
+        out.append(text.encode())
+    return out
+
+
+def in_process(texts: list[bytes]) -> float:
+    """Seconds to diagnose and render every log as JSON in this process, after one warm-up."""
+    import io
+
+    from kbdebug.api import diagnose_regions
+    from kbdebug.parse.needles import needles
+    from kbdebug.render import render
+    from kbdebug.scan import scan_stream
+
+    def one(data: bytes) -> str:
+        return render([diagnose_regions(scan_stream(io.BytesIO(data), needles))], "json")
+
+    one(texts[0])
+    start = time.perf_counter()
+    for data in texts:
+        one(data)
+    return time.perf_counter() - start
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def post(url: str, data: bytes, job: str) -> int:
+    req = urllib.request.Request(f"{url}/v1/diagnose?job={job}", data=data, headers={"Content-Type": "text/plain"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            resp.read()
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--logs", type=int, default=400)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--db", default=None, help="database URL (default: a new SQLite file); a PostgreSQL one must be empty")
+    args = ap.parse_args()
+    texts = logs(args.logs)
+    base = in_process(texts)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or f"sqlite:///{tmp}/bench.db"
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(Path(__file__).resolve().parent.parent))}
+        cmd = [sys.executable, "-m", "kbdebug", "serve", "--port", str(port), "--db", db, "--workers", str(args.workers)]
+        server = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    before = get(url + "/v1/health")["reports"]
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        print("the server did not start:", server.stderr.read().decode() if server.poll() is not None else "")
+                        return 1
+                    time.sleep(0.2)
+            for i in range(args.workers * 2):  # every worker's first diagnosis builds its parsers: not part of the rate
+                post(url, texts[i % len(texts)], "warm-up")
+            before = get(url + "/v1/health")["reports"]
+            start = time.perf_counter()
+            with ThreadPoolExecutor(args.clients) as pool:
+                statuses = list(pool.map(lambda i: post(url, texts[i], f"bench-{i}"), range(len(texts)), timeout=DEADLINE))
+            took = time.perf_counter() - start
+            stored = get(url + "/v1/health")["reports"] - before
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+    failed = len(statuses) - statuses.count(201)
+    print(f"logs: {len(texts)}, clients: {args.clients}, workers: {args.workers}, database: {db.split(':')[0]}")
+    print(f"in one process (explain's work, warm):  {len(texts) / base:8.1f} diagnoses/s")
+    print(f"served over loopback:                   {len(texts) / took:8.1f} diagnoses/s  (ratio {base / took:.2f})")
+    print(f"posted: {len(texts)}, stored: {stored}, failed requests: {failed}")
+    return 0 if stored == len(texts) and failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

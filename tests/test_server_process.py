@@ -1,0 +1,79 @@
+"""`kbdebug serve` as a process: concurrent posts over loopback (nothing lost, no request fails), several
+workers on one database, a SIGKILLed server restarted on its database, and the token rule off loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+from conftest import ROOT, run_cli
+from serverkit import EXAMPLE, INDEX, OOM, fresh_db, get, multirank, post, serve
+
+LOGS = [EXAMPLE, INDEX, OOM, multirank()]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return fresh_db(request.param, tmp_path)
+
+
+def test_concurrent_posts_to_two_workers_lose_nothing(db_url: str) -> None:
+    posts, clients = 120, 8
+    with serve(db_url, "--workers", "2") as server:
+        with ThreadPoolExecutor(clients) as pool:
+            results = list(pool.map(lambda i: post(server.url, LOGS[i % len(LOGS)], job=f"load-{i}", rank=str(i % 8)), range(posts)))
+        assert [status for status, _ in results].count(201) == posts
+        assert get(server.url + "/v1/health")["reports"] == posts
+        crashes = get(server.url + "/v1/crashes")["crashes"]
+        assert sum(g["count"] for g in crashes) == posts
+        assert sorted(g["count"] for g in crashes) == [30, 30, 30, 30]
+
+
+def test_a_killed_server_restarted_on_its_database_keeps_every_diagnosis(db_url: str) -> None:
+    with serve(db_url) as server:
+        ids = []
+        for i in range(12):
+            status, body = post(server.url, LOGS[i % len(LOGS)], job=f"j{i}")
+            assert status == 201
+            ids.append(body["incidents"][0]["signature"])
+        server.kill()  # SIGKILL: no shutdown, no flush
+    with serve(db_url) as again:
+        assert get(again.url + "/v1/health")["reports"] == 12
+        for n in range(1, 13):
+            assert get(f"{again.url}/v1/reports/{n}")["incidents"][0]["signature"] == ids[n - 1]
+        status, _ = post(again.url, INDEX)
+        assert status == 201 and get(again.url + "/v1/health")["reports"] == 13
+
+
+def test_listening_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    env = {k: v for k, v in os.environ.items() if k != "KBDEBUG_SERVE_TOKEN"}
+    r = run_cli("serve", "--host", "0.0.0.0", "--port", "0", "--db", db, env={**env, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2
+    assert r.stderr.decode().startswith("kbdebug: --host 0.0.0.0 can be reached from other machines: give --token")
+    with serve(db, "--token", "t0ken", host="0.0.0.0") as server:
+        status, body = post(server.url, INDEX)
+        assert status == 401 and "token" in body["detail"]
+        assert get(server.url + "/v1/health")["reports"] == 0
+
+
+def test_a_database_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
+    r = run_cli("serve", "--db", "postgresql://nobody@127.0.0.1:1/none", "--port", "0", env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2
+    lines = r.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kbdebug: cannot open the database postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def test_serve_help_needs_no_server_packages() -> None:
+    code = "import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None; from kbdebug.cli import main; sys.argv = ['kbdebug', 'serve', '-h']; main()"
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    assert r.returncode == 0 and "--max-upload" in r.stdout and "--webhook" in r.stdout
