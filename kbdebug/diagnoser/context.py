@@ -29,6 +29,8 @@ from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.records import PyException
 
 ORIGINS = ("log", "script", "notebook", "run", "rerun")
+# How code names a label/target tensor (`label`, `target`, `gt_mask`, `y_true`, `masks`); the other operand is the prediction.
+LABEL_NAME = re.compile(r"(?i)label|target|\bgts?\b|^gt_|_gt\b|ground_?truth|mask|^y(?:_?true)?$|annotation|seg_?map")
 _NOTEBOOK_FILE = re.compile(r"^(?:Cell In\s*\[|<ipython-input-)|[\\/]ipykernel_\d+[\\/]")
 _PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
 _CUDA_FACTS = (

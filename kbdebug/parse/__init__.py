@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from kbdebug.normalise import Line, Region
 from kbdebug.parse.assemble import Assembler
 from kbdebug.parse.asserts import group_asserts
-from kbdebug.records import Record
+from kbdebug.records import Frame, Record
 
 __all__ = ["parse_lines", "parse_regions", "parse_text"]
 
@@ -24,8 +24,10 @@ def parse_regions(regions: Iterable[Region]) -> list[Record]:
     return group_asserts(records)
 
 
-def parse_lines(lines: list[Line]) -> list[Record]:
-    return Assembler().run(lines)
+def parse_lines(lines: list[Line], frames: list[Frame] | None = None) -> list[Record]:
+    """The records in a run of lines; `frames` are those of a traceback already read (a live exception's),
+    for the exception line that `lines` start with."""
+    return Assembler(frames).run(lines)
 
 
 def parse_text(text: str) -> list[Record]:

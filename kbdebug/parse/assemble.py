@@ -23,9 +23,11 @@ WARNING_MESSAGE_LINES = 1  # lines read as a bare message when nothing in a regi
 class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, MessageReader, SanitizerReader):
     """Walks the lines of a region once, keeping the state of the record being built."""
 
-    def __init__(self) -> None:
+    def __init__(self, frames: list[Frame] | None = None) -> None:
         self.out: list[Record] = []
-        self.frames: list[Frame] = []
+        # `frames`: a traceback's frames already known (a live exception's), so its message lines are read
+        # in the context a printed traceback gives them (the op on the failing line)
+        self.frames: list[Frame] = list(frames or [])
         self.header = False
         self.chain: str | None = None
         self.exc: PyException | None = None

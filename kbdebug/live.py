@@ -1,0 +1,206 @@
+"""A live exception read from the exception objects themselves, the way rich's traceback extracts them.
+
+The type, the message, the chain (`__cause__` / `__context__`) and the frames come from the objects, not
+from their printed text: only each exception's message is parsed (for the message templates, CUDA and
+OOM figures it holds), read in the context of its own frames. Every record built here knows the
+exception it stands for, so the facts of an incident come from that exception's frames and locals:
+nothing is found again by its text. The printed traceback is kept only as the evidence lines a report
+shows, numbered after the extra log text read with it.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+import traceback
+from dataclasses import dataclass, field
+from types import FrameType, TracebackType
+from typing import Any
+
+from kbdebug.diagnoser.context import LABEL_NAME, call_settings
+from kbdebug.diagnosis import Diagnosis
+from kbdebug.frames import user_frame
+from kbdebug.normalise import Line
+from kbdebug.parse import parse_lines
+from kbdebug.records import Frame, PyException, Record
+from kbdebug.values import dtype_name, plain_number
+
+_CAUSE = ["", "The above exception was the direct cause of the following exception:", ""]
+_CONTEXT = ["", "During handling of the above exception, another exception occurred:", ""]
+MAX_TENSORS = 8  # tensors of the failing line described, at most
+
+
+@dataclass
+class LiveException:
+    """The records of a live exception chain, the lines Python prints for it, and which exception each
+    exception record stands for."""
+
+    records: list[Record] = field(default_factory=list)
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    sources: dict[int, BaseException] = field(default_factory=dict)  # id(PyException record) -> exception
+
+    def source_of(self, records: list[Record]) -> BaseException | None:
+        """The exception the last live exception record among `records` stands for."""
+        for rec in reversed(records):
+            exc = self.sources.get(id(rec))
+            if exc is not None:
+                return exc
+        return None
+
+
+def chain_of(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes/contexts, outermost first, without cycles."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and all(cur is not s for s in seen):
+        seen.append(cur)
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return seen
+
+
+def type_name(cls: type) -> str:
+    """The exception type as a traceback prints it (`RuntimeError`, `torch.OutOfMemoryError`)."""
+    mod = cls.__module__
+    return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
+
+
+def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
+    """The chain's records, innermost first as Python prints them, numbered from `first_line`."""
+    live = LiveException()
+    printed: list[str] = []
+    chain = list(reversed(chain_of(exc)))
+    for i, e in enumerate(chain):
+        relation = None
+        if i:
+            relation = "cause" if e.__cause__ is chain[i - 1] else "context"
+            printed += _CAUSE if relation == "cause" else _CONTEXT
+        start = first_line + len(printed)
+        block = "".join(traceback.format_exception(e, chain=False)).splitlines()
+        only = "".join(traceback.format_exception_only(e)).splitlines() or [type_name(type(e))]
+        printed += block
+        end = first_line + len(printed) - 1
+        summary = traceback.extract_tb(e.__traceback__)
+        frames = [Frame(file=f.filename, line=f.lineno, function=f.name, code=f.line or None) for f in summary]
+        name = type_name(type(e))
+        first, *more = only
+        message = "\n".join([first.removeprefix(name).removeprefix(":").strip(), *more]).strip()
+        rec = PyException(
+            first_line=start,
+            last_line=end,
+            raw="\n".join(block),
+            exc_type=name,
+            message=message,
+            frames=frames,
+            chained=relation,  # type: ignore[arg-type]
+            has_header=bool(frames),
+        )
+        _add_frame_shapes(rec, e)
+        msg_lines = [Line(end - len(only) + 1 + k, text) for k, text in enumerate(only)]
+        live.records += [r for r in parse_lines(msg_lines, frames) if not isinstance(r, PyException)]
+        live.records.append(rec)
+        live.sources[id(rec)] = e
+    live.lines = [(first_line + k, text) for k, text in enumerate(printed)]
+    return live
+
+
+def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) -> None:
+    """Each incident's facts from the live exception it stands for (the outermost one when its evidence is
+    only log text): the error as raised, the user's innermost frame, its source line and its tensors."""
+    chain = chain_of(exc)
+    for inc in diag.incidents:
+        source = live.source_of(inc.records) or exc
+        inc.facts["error_type"] = type_name(type(source))
+        text = str(source).strip()
+        if text:
+            inc.facts["error_message"] = text.splitlines()[0].strip()
+        found = _user_site(source, chain)
+        if found is None:
+            continue
+        frame, line, code = found
+        inc.facts["innermost_user_frame"] = f"{frame.f_code.co_filename}:{line}"
+        inc.facts["user_function"] = frame.f_code.co_name
+        if code:
+            inc.facts["user_code"] = code
+        tensors = frame_tensors(frame, code)
+        if tensors:
+            inc.facts["frame_tensors"] = tensors
+        diag.keep_inputs(frame_inputs(frame, code))
+
+
+def running_script() -> dict[str, Any]:
+    """The running script, for the commands that rerun it (a notebook is recognised by its frames)."""
+    main = sys.argv[0] if sys.argv else ""
+    return {"script": main} if main.endswith(".py") and "ipykernel" not in main and os.path.isfile(main) else {}
+
+
+def _user_site(source: BaseException, chain: list[BaseException]) -> tuple[FrameType, int, str] | None:
+    """The innermost frame of the user's own code: in `source`'s traceback, else in the chain's."""
+    owner = source if user_frame(source.__traceback__) is not None else next((e for e in chain if user_frame(e.__traceback__)), None)
+    frame = user_frame(owner.__traceback__) if owner is not None else None
+    if owner is None or frame is None:
+        return None
+    line = _frame_line(owner.__traceback__, frame)
+    return frame, line, linecache.getline(frame.f_code.co_filename, line, frame.f_globals).strip()
+
+
+def _frame_line(tb: TracebackType | None, frame: FrameType) -> int:
+    while tb is not None:
+        if tb.tb_frame is frame:
+            return tb.tb_lineno
+        tb = tb.tb_next
+    return frame.f_lineno
+
+
+def _add_frame_shapes(rec: PyException, exc: BaseException) -> None:
+    """The shapes of the tensors on the exception's failing line join its record before the rules see it:
+    a broadcast message names one dim, the tensors say which relation (label vs logits) clashed."""
+    frame = user_frame(exc.__traceback__)
+    if frame is None:
+        return
+    line = _frame_line(exc.__traceback__, frame)
+    code = linecache.getline(frame.f_code.co_filename, line, frame.f_globals).strip()
+    tensors = frame_tensors(frame, code, values=False)
+    rec.frame_shapes = [t["shape"] for t in tensors.values()]
+    labels = [name for name in tensors if LABEL_NAME.search(name)]
+    others = [name for name in tensors if name not in labels and len(tensors[name]["shape"]) >= 2]
+    if len(labels) == 1 and len(others) == 1:  # which of the two is the label, by its name in the user's code
+        rec.frame_target_shape, rec.frame_input_shape = tensors[labels[0]]["shape"], tensors[others[0]]["shape"]
+
+
+def frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str, dict[str, Any]]:
+    """Shape, dtype and device of the tensors named on the failing line (metadata only: no kernel
+    runs, so this is safe after a device-side assert has poisoned the CUDA context)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not code:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
+        val = frame.f_locals.get(name)
+        if isinstance(val, torch.Tensor):
+            info: dict[str, Any] = {"shape": list(val.shape), "dtype": dtype_name(val.dtype), "device": str(val.device)}
+            if values and val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
+                try:
+                    info["min"], info["max"] = plain_number(val.min().item()), plain_number(val.max().item())
+                except (RuntimeError, TypeError):
+                    pass
+            out[name] = info
+        if len(out) >= MAX_TENSORS:
+            break
+    return out
+
+
+def frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
+    """The tensors named on the failing line and its literal keyword settings (`num_classes=5`,
+    `ignore_index=255`), kept so `diag.verify()` can run its checks without being handed them again."""
+    torch = sys.modules.get("torch")
+    out: dict[str, Any] = {}
+    if torch is not None:
+        for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
+            val = frame.f_locals.get(name)
+            if isinstance(val, (torch.Tensor, torch.nn.Module)):
+                out[name] = val
+    for key, val in call_settings(code).items():
+        out.setdefault(key, val)
+    return out
