@@ -63,6 +63,8 @@ _PREFIXES = [
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
     re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
     re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
+    # a wrapper re-printing its child's streams (`accelerate test`, subprocess runners): `stderr: ` on every line
+    re.compile(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
     re.compile(r"^>\s?"),
     re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]

@@ -110,6 +110,12 @@ class SanitizerTree(FieldTransformer):
         return {"host_location": _host_frame(str(children[0]).strip())}
 
 
+# cuda-memcheck's host frame leads with the module's path: `Host Frame:/lib/libcuda.so.1 (cuLaunchKernel + 0x2fe)
+# [0x2d725e]` or `Host Frame:/lib/libcuda.so.1 [0x1e3c8f]`; compute-sanitizer's with the symbol (`Host Frame:cudaLaunchKernel
+# [0x6a578]`, `Host Frame: [0x2774ec]`), its module on the next line or after `] in` (sanitizer-format.md, host frames)
+_MEMCHECK_HOST_FRAME = re.compile(r"Host Frame:\s*(?:[A-Za-z]:)?[^\s\[]*[/\\][^\s\[]*(?: \(.+ \+ 0x[0-9a-fA-F]+\))? \[0x[0-9a-fA-F]+\]\s*$")
+
+
 class SanitizerReader(State):
     def sanitizer(self, line: Line, text: str) -> None:
         tree = parse("sanitizer", text)
@@ -167,8 +173,8 @@ class SanitizerReader(State):
                 rec.file, rec.line = loc.file, loc.line
         elif kind == "host_frame":
             rec.host_frames.append(f.get("host_location") or SanitizerFrame())
-            if self.san_tool is None and re.search(r"\(.+ \+ 0x[0-9a-f]+\) \[0x", line.text):
-                rec.tool = "cuda-memcheck"
+            if self.san_tool is None:  # the frame's layout says which tool printed it
+                rec.tool = "cuda-memcheck" if _MEMCHECK_HOST_FRAME.search(line.text) else "compute-sanitizer"
         elif kind == "module_line":
             if rec.host_frames and rec.host_frames[-1].module is None:
                 rec.host_frames[-1].module = f["module"]

@@ -133,6 +133,16 @@ class TracebackReader(State):
                 return
 
 
+_RAISE_LITERAL = re.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")
+
+
+def raised_literal(code: str) -> tuple[str, str] | None:
+    """`raise ValueError("y and y_pred differ")`: the type and the message a source line raises, when the
+    message is a plain literal (an f-string's text is not the message); the literal may be cut off."""
+    m = _RAISE_LITERAL.match(code.strip())
+    return (m.group(1), m.group(3)) if m else None
+
+
 _STRING = re.compile(r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")  # no f-strings: their text is not the message
 MIN_CUT_MESSAGE = 12
 
