@@ -63,6 +63,7 @@ CASES = [
     ("traceback", "exception", "KeyboardInterrupt"),
     ("traceback", "warning", "C:\\x\\torch\\cuda\\__init__.py:209: UserWarning:"),
     ("traceback", "caret", "    ^^^^^^^^^^^^"),
+    ("traceback", "repeated", "  [Previous line repeated 2 more times]"),
     ("traceback", "ipython_frame", "~/miniconda3/lib/python3.7/site-packages/torch/nn/modules/conv.py in forward(self, input)"),
     ("traceback", "ipython_arrow", "--> 308                         self.padding, self.dilation, self.groups)"),
     ("traceback", "ipython_arrow", "-> 1501     return forward_call(*args, **kwargs)"),
@@ -223,6 +224,11 @@ MESSAGES = {
     "one_hot_dtype": "one_hot is only applicable to index tensor of type LongTensor.",
     "anomaly_detected": "Error detected in SoftmaxBackward0. Traceback of forward call that caused the error:",
     "scatter_invalid": "Invalid index in scatter at /opt/conda/aten/src/TH/generic/THTensorEvenMoreMath.cpp:151",
+    "index_table": "index out of range: Tried to access index 512 out of table with 511 rows. at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:418",
+    "th_shapes": "input and target shapes do not match: input [16 x 1], target [16] at /pytorch/aten/src/THCUNN/generic/MSECriterion.cu:15",
+    "monai_same": "y_pred and y should have same shapes, got torch.Size([2, 3, 96, 96]) and torch.Size([2, 1, 96, 96]).",
+    "metric_same": "Predictions and targets are expected to have the same shape, but got torch.Size([8, 10]) and torch.Size([8]).",
+    "ignite_shape": "y_pred must have shape (batch_size, num_classes (currently set to 4), ...) and y must have shape of (batch_size, ...), but given torch.Size([8, 1]) vs torch.Size([8, 4]).",
 }
 
 OOM = [
