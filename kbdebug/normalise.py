@@ -65,6 +65,8 @@ _PREFIXES = [
     re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
     # a wrapper re-printing its child's streams (`accelerate test`, subprocess runners): `stderr: ` on every line
     re.compile(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
+    # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .)
+    re.compile(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)[a-z][a-z0-9.-]*[a-z0-9]: "),
     re.compile(r"^>\s?"),
     re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]
@@ -196,6 +198,10 @@ def _clean(seg: str, in_box: bool) -> str:
     stripped = seg.strip()
     if stripped.startswith("```"):
         seg = stripped.strip("`")
+    elif stripped.startswith("`"):  # a line pasted as Markdown inline code: `RuntimeError: ...`
+        seg = stripped[1:]
+        if seg.endswith("`") and seg.count("`") % 2:
+            seg = seg[:-1]
     return seg
 
 

@@ -64,6 +64,7 @@ CASES = [
     ("traceback", "warning", "C:\\x\\torch\\cuda\\__init__.py:209: UserWarning:"),
     ("traceback", "caret", "    ^^^^^^^^^^^^"),
     ("traceback", "repeated", "  [Previous line repeated 2 more times]"),
+    ("traceback", "ide_exception", "Exception has occurred: RuntimeError"),
     ("traceback", "ipython_frame", "~/miniconda3/lib/python3.7/site-packages/torch/nn/modules/conv.py in forward(self, input)"),
     ("traceback", "ipython_arrow", "--> 308                         self.padding, self.dilation, self.groups)"),
     ("traceback", "ipython_arrow", "-> 1501     return forward_call(*args, **kwargs)"),
@@ -84,6 +85,7 @@ CASES = [
     ("cuda_error", "thc", "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCTensorCopy.cu line=84 error=74 : misaligned address"),
     ("cuda_error", "app_error", "d:\\projects\\runnerGPU.cc: 70: cuda error 4: unspecified launch failure"),
     ("cuda_error", "search_hint", "Search for `cudaErrorAssert' in https://docs.nvidia.com/x.html for more information."),
+    ("cuda_error", "cudnn", "RuntimeError: CUDNN_STATUS_EXECUTION_FAILED"),
     (
         "cuda_error",
         "async_hint",

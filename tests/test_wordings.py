@@ -259,3 +259,34 @@ def test_live_flattened_target_is_a_rank_mismatch() -> None:
     message = _live(lambda: F.binary_cross_entropy_with_logits(torch.zeros(4, 5), torch.zeros(20)))
     rule, facts = root(TB.format(code="loss = F.binary_cross_entropy_with_logits(logits, target)") + message + "\n")
     assert rule == "target_shape_mismatch" and facts["shape_relation"] == "rank"
+
+
+# -- IDE, launcher and Markdown formats ------------------------------------------------------------
+def test_vscode_exception_popup() -> None:
+    text = (
+        "Exception has occurred: RuntimeError\n"
+        "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.\n"
+        '  File "/home/u/proj/net.py", line 31, in forward\n    x = self.conv1(x)\n'
+    )
+    rule, facts = root(text)
+    assert rule == "cudnn_failure" and facts["error_type"] == "RuntimeError"
+    assert facts["innermost_user_frame"] == "/home/u/proj/net.py:31"
+
+
+def test_bare_cudnn_status_of_old_torch() -> None:
+    rule, facts = root(TB.format(code="y = self.conv(x)") + "RuntimeError: CUDNN_STATUS_MAPPING_ERROR\n")
+    assert rule == "cudnn_failure" and facts["cudnn_status"] == "CUDNN_STATUS_MAPPING_ERROR"
+
+
+def test_multi_node_host_prefix_is_taken_off() -> None:
+    text = "".join(
+        "gpu-node-12: " + line + "\n"
+        for line in (TB.format(code="dist.all_reduce(t)") + "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.9.9").splitlines()
+    )
+    rule, facts = root(text)
+    assert rule == "nccl_error" and facts["error_type"] == "RuntimeError"
+
+
+def test_inline_code_backticks_around_the_error_line() -> None:
+    rule, facts = root("`RuntimeError: The NVIDIA driver on your system is too old (found version 10020). Please update your GPU driver.`\n")
+    assert rule == "driver_error" and facts["error_type"] == "RuntimeError"

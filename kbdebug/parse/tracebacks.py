@@ -69,6 +69,9 @@ class TracebackReader(State):
         elif kind == "chain":
             self._close_exc()
             self.chain = f["chained"]
+        elif kind == "ide_exception":  # the message follows on its own line, as a warning's does
+            self._close_exc()
+            self.pending_warning = (line, f["exc_type"])
         elif kind == "warning":
             self._close_exc()
             if f.get("message"):
