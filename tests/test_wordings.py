@@ -63,7 +63,7 @@ LIBRARY_MESSAGES = {
     ),
     # smp's soft_dice_score: a bare assert on the two sizes
     "bare AssertionError on a shape compare": (
-        "  File \"/home/u/proj/losses.py\", line 12, in dice\n    assert pred.size() == target.size()\nAssertionError\n",
+        '  File "/home/u/proj/losses.py", line 12, in dice\n    assert pred.size() == target.size()\nAssertionError\n',
         "target_shape_mismatch",
     ),
 }
@@ -84,17 +84,54 @@ def test_ignite_names_the_label_first() -> None:
 
 
 # -- device assertions by their condition, not their kernel file -----------------------------------
-ASSERT = "{path}: {fn}: block: [12,0,0], thread: [5,0,0] Assertion `{cond}` failed.\n" + TB.format(code="loss.backward()") + (
-    "RuntimeError: CUDA error: device-side assert triggered\n"
+ASSERT = (
+    "{path}: {fn}: block: [12,0,0], thread: [5,0,0] Assertion `{cond}` failed.\n"
+    + TB.format(code="loss.backward()")
+    + ("RuntimeError: CUDA error: device-side assert triggered\n")
 )
 ASSERTS = {
-    "NLL kernel, index overflow": ("../aten/src/ATen/native/cuda/NLLLoss2d.cu:107", "nll_loss2d_forward_kernel", "input_index >= 0", "other_device_assert"),
-    "NLL kernel, target range": ("../aten/src/ATen/native/cuda/NLLLoss2d.cu:103", "nll_loss2d_forward_kernel", "t >= 0 && t < n_classes", "nll_target_out_of_range"),
-    "BCE target check": ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:95", "operator()", "target_val >= zero && target_val <= one", "other_device_assert"),
-    "BCE input check": ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:94", "operator()", "input_val >= zero && input_val <= one", "bce_input_out_of_range"),
-    "THCUNN BCE input check": ("/opt/conda/torch/lib/THCUNN/BCECriterion.cu:30", "bce_functor", "input >= 0. && input <= 1.", "bce_input_out_of_range"),
-    "EmbeddingBag offsets": ("/pytorch/aten/src/ATen/native/cuda/EmbeddingBag.cu:57", "EmbeddingBag_updateOutputKernel", "end >= begin", "other_device_assert"),
-    "retyped case": ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:250", "nll_loss_forward_reduce_cuda_kernel_2d", "T >= 0 && T < N_classes", "nll_target_out_of_range"),
+    "NLL kernel, index overflow": (
+        "../aten/src/ATen/native/cuda/NLLLoss2d.cu:107",
+        "nll_loss2d_forward_kernel",
+        "input_index >= 0",
+        "other_device_assert",
+    ),
+    "NLL kernel, target range": (
+        "../aten/src/ATen/native/cuda/NLLLoss2d.cu:103",
+        "nll_loss2d_forward_kernel",
+        "t >= 0 && t < n_classes",
+        "nll_target_out_of_range",
+    ),
+    "BCE target check": (
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:95",
+        "operator()",
+        "target_val >= zero && target_val <= one",
+        "other_device_assert",
+    ),
+    "BCE input check": (
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:94",
+        "operator()",
+        "input_val >= zero && input_val <= one",
+        "bce_input_out_of_range",
+    ),
+    "THCUNN BCE input check": (
+        "/opt/conda/torch/lib/THCUNN/BCECriterion.cu:30",
+        "bce_functor",
+        "input >= 0. && input <= 1.",
+        "bce_input_out_of_range",
+    ),
+    "EmbeddingBag offsets": (
+        "/pytorch/aten/src/ATen/native/cuda/EmbeddingBag.cu:57",
+        "EmbeddingBag_updateOutputKernel",
+        "end >= begin",
+        "other_device_assert",
+    ),
+    "retyped case": (
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250",
+        "nll_loss_forward_reduce_cuda_kernel_2d",
+        "T >= 0 && T < N_classes",
+        "nll_target_out_of_range",
+    ),
 }
 
 
@@ -149,7 +186,10 @@ def test_torchrun_names_the_child_error_when_it_was_printed() -> None:
 
 
 def test_wrapper_stream_prefix_is_taken_off() -> None:
-    text = "".join("stderr: " + line + "\n" for line in (TB.format(code="loss = F.nll_loss(out, y)") + "IndexError: Target 7 is out of bounds.").splitlines())
+    text = "".join(
+        "stderr: " + line + "\n"
+        for line in (TB.format(code="loss = F.nll_loss(out, y)") + "IndexError: Target 7 is out of bounds.").splitlines()
+    )
     rule, facts = root(text)
     assert rule == "nll_target_out_of_range" and facts["innermost_user_frame"] == "/home/u/proj/train.py:40"
 
@@ -165,7 +205,7 @@ def test_no_leak_is_no_finding() -> None:
 
 
 API_ERROR = (
-    "========= Program hit cudaErrorIllegalAddress (error 700) due to \"an illegal memory access was encountered\" on CUDA API call to cudaMemcpyAsync.\n"
+    '========= Program hit cudaErrorIllegalAddress (error 700) due to "an illegal memory access was encountered" on CUDA API call to cudaMemcpyAsync.\n'
     "=========     Saved host backtrace up to driver entry point at error\n"
 )
 
@@ -228,7 +268,9 @@ def test_batch_sizes_of_samples_stay_a_batch_mismatch() -> None:
     ],
 )
 def test_dim1_clash_of_label_and_prediction(code: str, rule: str) -> None:
-    text = TB.format(code=code) + "RuntimeError: The size of tensor a (4) must match the size of tensor b (18) at non-singleton dimension 1\n"
+    text = (
+        TB.format(code=code) + "RuntimeError: The size of tensor a (4) must match the size of tensor b (18) at non-singleton dimension 1\n"
+    )
     assert root(text)[0] == rule
 
 
@@ -281,12 +323,28 @@ def test_bare_cudnn_status_of_old_torch() -> None:
 def test_multi_node_host_prefix_is_taken_off() -> None:
     text = "".join(
         "gpu-node-12: " + line + "\n"
-        for line in (TB.format(code="dist.all_reduce(t)") + "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.9.9").splitlines()
+        for line in (
+            TB.format(code="dist.all_reduce(t)")
+            + "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.9.9"
+        ).splitlines()
     )
     rule, facts = root(text)
     assert rule == "nccl_error" and facts["error_type"] == "RuntimeError"
 
 
 def test_inline_code_backticks_around_the_error_line() -> None:
-    rule, facts = root("`RuntimeError: The NVIDIA driver on your system is too old (found version 10020). Please update your GPU driver.`\n")
+    rule, facts = root(
+        "`RuntimeError: The NVIDIA driver on your system is too old (found version 10020). Please update your GPU driver.`\n"
+    )
     assert rule == "driver_error" and facts["error_type"] == "RuntimeError"
+
+
+def test_oom_wrapped_mid_figure_keeps_every_figure() -> None:
+    text = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB (GPU 1; 23.69\n"
+        "GiB total capacity; 21.90 GiB already allocated; 31.06 MiB free; 22.35 GiB\n"
+        "reserved in total by PyTorch)\n"
+    )
+    rule, facts = root(text)
+    assert rule == "cuda_oom"
+    assert (facts["total_capacity"], facts["gpu_index"], facts["free"]) == ("23.69 GiB", 1, "31.06 MiB")

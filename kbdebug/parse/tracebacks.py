@@ -128,12 +128,27 @@ class TracebackReader(State):
         for folded in dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n")))):
             line = Line(exc.first_line, folded, exc.rank, exc.time)
             before = len(self.out)
-            if ("oom", exc.first_line) not in known and may_hold("oom", folded):
+            if may_hold("oom", folded):  # read whole, a message wrapped mid-figure says more than its first line
                 self.oom(line)
+                if ("oom", exc.first_line) in known and self._keep_fuller_oom(exc.first_line):
+                    return
             if ("message", exc.first_line) not in known:
                 self.messages(line, folded)
             if len(self.out) > before:
                 return
+
+    def _keep_fuller_oom(self, first_line: int) -> bool:
+        """Of the OOM read from the message's first line and the one read from the whole message, keep the one
+        with more figures. True when the whole message's reading was kept."""
+        same = [i for i, r in enumerate(self.out) if r.kind == "oom" and r.first_line == first_line]
+        if len(same) < 2:
+            return False
+        first, whole = same[0], same[-1]
+        if len(self.out[whole].model_dump(exclude_none=True)) > len(self.out[first].model_dump(exclude_none=True)):
+            self.out[first] = self.out.pop(whole)
+            return True
+        self.out.pop(whole)
+        return False
 
 
 _RAISE_LITERAL = re.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")
