@@ -348,3 +348,18 @@ def test_oom_wrapped_mid_figure_keeps_every_figure() -> None:
     rule, facts = root(text)
     assert rule == "cuda_oom"
     assert (facts["total_capacity"], facts["gpu_index"], facts["free"]) == ("23.69 GiB", 1, "31.06 MiB")
+
+
+def test_cut_off_chained_traceback_locates_an_error_pasted_from_mid_stack() -> None:
+    text = (
+        '  File "/opt/py/lib/python3.11/site-packages/torch/nn/functional.py", line 2905, in layer_norm\n'
+        "    return torch.layer_norm(\n"
+        "torch.AcceleratorError: CUDA error: out of memory\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/app/run.py", line 88, in handler\n    generate(task)\n'
+        '  File "/home/u/app/run.py", line 51, in generate\n    offload.unload_all()\n'
+        '  File "/opt/py/lib/python3.11/site-packages/offl/core.py", line 20, in unload_all\n'
+    )
+    rule, facts = root(text)
+    assert rule == "cuda_oom" and facts["innermost_user_frame"] == "/home/u/app/run.py:51"

@@ -199,11 +199,12 @@ def _fact_rank(rec: Record) -> int:
 
 def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] | None], incidents: dict[str, Incident]) -> set[int]:
     """An error read from a line of its own (an anomaly-mode warning, a bare message) is located by the
-    traceback that follows it when that traceback names no error of its own (it was cut off). Returns the
+    traceback that follows it when that traceback names no error of its own (it was cut off); so is an error whose
+    own traceback holds only library frames (pasted from mid-stack), by a cut-off traceback chained after it. Returns the
     ids of those tracebacks: they give the error its frames, never a message (whatever followed the cut,
     training output say, was read as one)."""
     added: set[int] = set()
-    located = {id(r) for inc in incidents.values() for r in inc.records if getattr(r, "frames", None)}
+    located = {id(r) for inc in incidents.values() for r in inc.records if getattr(r, "user_frame", None)}
     for inc in incidents.values():
         if any(id(r) in located for r in inc.records):
             continue
