@@ -74,6 +74,7 @@ _GLUE = re.compile(
     r"(?<=\S)(?=Traceback \(most recent call last\):)"
     r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
     r"|(?<=` failed\.)(?=\S)"
+    r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
     r"|(?<=\S)(?=\[rank\d+\]:)"
     r"|(?<=\. )(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |(?:CUDA|HIP) error: )"  # a sentence that starts a new error

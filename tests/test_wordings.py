@@ -363,3 +363,11 @@ def test_cut_off_chained_traceback_locates_an_error_pasted_from_mid_stack() -> N
     )
     rule, facts = root(text)
     assert rule == "cuda_oom" and facts["innermost_user_frame"] == "/home/u/app/run.py:51"
+
+
+@pytest.mark.parametrize("sep", ["\n", " "])
+def test_paste_that_began_mid_file_name(sep: str) -> None:
+    line = "{f}:93: operator(): block: [7,0,0], thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed."
+    flood = [line.format(f="atterGatherKernel.cu", t=1)] + [line.format(f="/src/aten/native/cuda/ScatterGatherKernel.cu", t=t) for t in range(2, 6)]
+    rule, facts = root(sep.join(flood) + "\n")
+    assert rule == "scatter_gather_index_oob" and facts["kernel_file"] == "ScatterGatherKernel.cu"
