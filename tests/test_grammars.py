@@ -364,6 +364,8 @@ def test_legacy_cuda_error_cut_anywhere_in_its_location(line: str, at_file: str 
         ("void f<T, (int)2>(T*, int)+0x1a0 in /x/k.cuh:118", "void f<T, (int)2>(T*, int)", "/x/k.cuh", 118, "+0x1a0", None),
         ("row_kernel(const uchar4 *, unsigned int *)+0x490", "row_kernel(const uchar4 *, unsigned int *)", None, None, "+0x490", None),
         ("kern:0x1a0 in k.cu:12", "kern", "k.cu", 12, "0x1a0", None),
+        ("copy_tile in tile_copy.h:88", "copy_tile", "tile_copy.h", 88, None, None),
+        ("void f<float>(float*, int) in /x/k.cu:12 [2 hazards]", "void f<float>(float*, int)", "/x/k.cu", 12, None, 2),
         (
             "/x/k.hpp:689:ns::g(Max const &, int*) (ns::g(Max const &, int*) : 0xff0)",
             "ns::g(Max const &, int*)",
