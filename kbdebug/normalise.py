@@ -68,12 +68,14 @@ _PREFIXES = [
     # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .)
     re.compile(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)[a-z][a-z0-9.-]*[a-z0-9]: "),
     re.compile(r"^>\s?"),
+    re.compile(r"^(?:\.\.\.|…)\s*(?=\S)"),  # a paste cut at its start and marked so
     re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]
 _GLUE = re.compile(
     r"(?<=\S)(?=Traceback \(most recent call last\):)"
     r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
     r"|(?<=` failed\.)(?=\S)"
+    r"|(?<=\S)\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):$)"  # the type wrapped onto the end of the line above its message
     r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
     r"|(?<=\S)(?=\[rank\d+\]:)"

@@ -86,6 +86,8 @@ CASES = [
     ("cuda_error", "app_error", "d:\\projects\\runnerGPU.cc: 70: cuda error 4: unspecified launch failure"),
     ("cuda_error", "search_hint", "Search for `cudaErrorAssert' in https://docs.nvidia.com/x.html for more information."),
     ("cuda_error", "cudnn", "RuntimeError: CUDNN_STATUS_EXECUTION_FAILED"),
+    ("cuda_error", "cublas_thc", "RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/conda/aten/src/THC/THCBlas.cu:411"),
+    ("cuda_error", "cublas_entry", " ** On entry to SgemmStridedBatched parameter number 12 had an illegal value"),
     (
         "cuda_error",
         "async_hint",
@@ -226,6 +228,7 @@ MESSAGES = {
     "one_hot_dtype": "one_hot is only applicable to index tensor of type LongTensor.",
     "anomaly_detected": "Error detected in SoftmaxBackward0. Traceback of forward call that caused the error:",
     "scatter_invalid": "Invalid index in scatter at /opt/conda/aten/src/TH/generic/THTensorEvenMoreMath.cpp:151",
+    "inconsistent": "inconsistent tensor size, expected r_ [4 x 10], t [4 x 10] and src [40] to have the same number of elements, but got 40, 40 and 40 elements respectively",
     "index_table": "index out of range: Tried to access index 512 out of table with 511 rows. at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:418",
     "th_shapes": "input and target shapes do not match: input [16 x 1], target [16] at /pytorch/aten/src/THCUNN/generic/MSECriterion.cu:15",
     "monai_same": "y_pred and y should have same shapes, got torch.Size([2, 3, 96, 96]) and torch.Size([2, 1, 96, 96]).",

@@ -371,3 +371,37 @@ def test_paste_that_began_mid_file_name(sep: str) -> None:
     flood = [line.format(f="atterGatherKernel.cu", t=1)] + [line.format(f="/src/aten/native/cuda/ScatterGatherKernel.cu", t=t) for t in range(2, 6)]
     rule, facts = root(sep.join(flood) + "\n")
     assert rule == "scatter_gather_index_oob" and facts["kernel_file"] == "ScatterGatherKernel.cu"
+
+
+# -- old torch's and cuBLAS's own wordings, retyping damage ----------------------------------------
+@pytest.mark.parametrize(
+    ("text", "rule", "status"),
+    [
+        (
+            "RuntimeError: cublas runtime error : an invalid numeric value was used as an argument at /opt/aten/src/THC/THCBlas.cu:120\n",
+            "cublas_failure",
+            "CUBLAS_STATUS_INVALID_VALUE",
+        ),
+        ("RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/aten/src/THC/THCBlas.cu:411\n", "cublas_failure", "CUBLAS_STATUS_EXECUTION_FAILED"),
+        ("RuntimeError: cublas runtime error : resource allocation failed at /opt/aten/src/THC/THCGeneral.cpp:250\n", "cuda_oom", "CUBLAS_STATUS_ALLOC_FAILED"),
+        (" ** On entry to DgemmStridedBatched parameter number 9 had an illegal value\n", "cublas_failure", "CUBLAS_STATUS_INVALID_VALUE"),
+    ],
+)
+def test_cublas_in_its_own_words(text: str, rule: str, status: str) -> None:
+    got, facts = root(text)
+    assert got == rule and facts["cublas_status"] == status
+
+
+@pytest.mark.parametrize(
+    ("text", "rule", "error_type"),
+    [
+        (TB.format(code="loss = criterion(out, y)") + "RuntimeError: expected scaLar type Long but found FLoat\n", "target_shape_mismatch", "RuntimeError"),
+        ("...RuntimeError: CUDA error: an illegal memory access was encountered\n", "illegal_memory_access", "RuntimeError"),
+        (TB.format(code="loss = F.nll_loss(out, y) IndexError:").rstrip("\n") + "\nTarget 7 is out of bounds.\n", "nll_target_out_of_range", "IndexError"),
+        ("[rank1]: RuntimeError: NCCL Error 2: unhandled system error (run with NCCL_DEBUG=INFO for details)\n", "nccl_error", "RuntimeError"),
+        (TB.format(code="r.copy_(src)") + "RuntimeError: inconsistent tensor size, expected tensor [6] and src [8] to have the same number of elements\n", "broadcast_shape_mismatch", "RuntimeError"),
+    ],
+)
+def test_retyped_and_wrapped_wordings(text: str, rule: str, error_type: str) -> None:
+    got, facts = root(text)
+    assert got == rule and facts["error_type"] == error_type

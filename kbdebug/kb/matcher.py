@@ -109,11 +109,15 @@ def _cut_phrase(lit: str, text: str) -> str:
 
 
 def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
-    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text`;
+    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
+    their letters' case);
     a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
+    lowered = text.lower()
     for ind in rule.indicators:
         m = _rx(ind.pattern).search(text) if ind.may_match(text) else None
+        if m is None and ind.may_match_folded(lowered):  # case lost or garbled in retyping: the phrase still speaks
+            m = _rx("(?i)" + ind.pattern).search(text)
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
