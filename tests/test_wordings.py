@@ -405,3 +405,32 @@ def test_cublas_in_its_own_words(text: str, rule: str, status: str) -> None:
 def test_retyped_and_wrapped_wordings(text: str, rule: str, error_type: str) -> None:
     got, facts = root(text)
     assert got == rule and facts["error_type"] == error_type
+
+
+# -- which frame is the user's ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("path", "library"),
+    [
+        ("/home/u/src/MONAI/monai/networks/utils.py", True),  # a library installed from its source checkout
+        ("C:\\src\\transformers\\src\\transformers\\trainer.py", True),
+        ("~/app/__run__/app#link-tree/triton/compiler.py", True),  # a zipapp's link tree
+        ("/opt/py/lib/python3.10/site-packages/accelerate/accelerator.py", True),
+        ("~/app/__run__/app#link-tree/scripts/me/triton/bench.py", False),  # the user's own folder of that name
+        ("/home/u/numpy_tricks/run.py", False),
+        ("/home/u/proj/models/unet.py", False),
+    ],
+)
+def test_library_by_package_layout(path: str, library: bool) -> None:
+    from kbdebug.frames import is_library_path
+
+    assert is_library_path(path) is library
+
+
+def test_user_frame_skips_a_library_source_checkout() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/home/u/seg/train.py", line 77, in <module>\n    out = sliding_window_inference(img, roi, 4, model)\n'
+        '  File "/home/u/src/MONAI/monai/inferers/utils.py", line 210, in sliding_window_inference\n    seg = predictor(win)\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    assert root(text)[1]["innermost_user_frame"] == "/home/u/seg/train.py:77"
