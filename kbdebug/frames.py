@@ -20,10 +20,12 @@ LIBRARY_PATH = re.compile(
 # The ecosystem's libraries by their import name: a file under `<root>/<name>/...` is that library's code
 # wherever it is installed from (a source checkout, `pip install -e`, a zipapp's link tree), not only
 # under site-packages. A user's own folder of that name among their scripts is not (`scripts/triton/run.py`).
+# Only libraries that are imported: codebases users clone to work in (mmdetection, Megatron, fairseq,
+# detectron2) are the user's project when they run them from their checkout.
 LIBRARY_PACKAGES = (
     "monai|transformers|timm|torchvision|torchaudio|ignite|torchmetrics|segmentation_models_pytorch|lightning|"
-    "pytorch_lightning|lightning_fabric|deepspeed|accelerate|triton|mmcv|mmengine|mmseg|mmdet|detectron2|apex|peft|"
-    "diffusers|xformers|bitsandbytes|flash_attn|vllm|megatron|fairseq|numpy|scipy|sklearn|PIL"
+    "pytorch_lightning|lightning_fabric|deepspeed|accelerate|triton|mmcv|mmengine|apex|peft|diffusers|xformers|"
+    "bitsandbytes|flash_attn|numpy|scipy|sklearn|PIL"
 )
 _PACKAGE_TREE = re.compile(rf"(?:^|[\\/])(?:{LIBRARY_PACKAGES})[\\/](?:[\w.-]+[\\/])*[\w.-]+\.py$")
 _USER_FOLDERS = re.compile(r"(?:^|[\\/])(?:scripts?|examples?|tests?|tools|experiments?|notebooks?)[\\/]")

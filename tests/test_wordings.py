@@ -434,3 +434,13 @@ def test_user_frame_skips_a_library_source_checkout() -> None:
         "RuntimeError: CUDA error: an illegal memory access was encountered\n"
     )
     assert root(text)[1]["innermost_user_frame"] == "/home/u/seg/train.py:77"
+
+
+def test_paste_that_began_inside_a_frame_path() -> None:
+    text = (
+        'crf/layers.py", line 61, in forward\n'
+        "    out = (self.w - self.b) * unary\n"
+        "RuntimeError: The size of tensor a (256) must match the size of tensor b (21) at non-singleton dimension 1\n"
+    )
+    rule, facts = root(text)
+    assert rule == "broadcast_shape_mismatch" and facts["innermost_user_frame"] == "crf/layers.py:61"

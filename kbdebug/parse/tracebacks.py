@@ -26,7 +26,8 @@ class TracebackTree(FieldTransformer):
     grammar = "traceback"
 
     def file(self, children: list[Token]) -> Fields:
-        return {"file": unquote(str(children[0]), '"')}
+        path = str(children[0])  # `"/x/train.py"`, or `x/train.py"` where the paste began inside it
+        return {"file": unquote(path, '"') if path.startswith('"') else path.rstrip('"')}
 
     def chain(self, children: list[Token]) -> Fields:
         return {"chained": "cause" if children[0].type == "CAUSE" else "context"}
