@@ -65,6 +65,7 @@ CASES = [
     ("traceback", "caret", "    ^^^^^^^^^^^^"),
     ("traceback", "repeated", "  [Previous line repeated 2 more times]"),
     ("traceback", "ide_exception", "Exception has occurred: RuntimeError"),
+    ("traceback", "logged_exception", "<class 'ValueError'> at loop.py:12 - Expected input batch_size (4) to match target batch_size (8)."),
     ("traceback", "frame", 'seg/models/crf.py", line 598, in inference'),
     ("traceback", "ipython_frame", "~/miniconda3/lib/python3.7/site-packages/torch/nn/modules/conv.py in forward(self, input)"),
     ("traceback", "ipython_arrow", "--> 308                         self.padding, self.dilation, self.groups)"),

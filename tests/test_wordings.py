@@ -444,3 +444,13 @@ def test_paste_that_began_inside_a_frame_path() -> None:
     )
     rule, facts = root(text)
     assert rule == "broadcast_shape_mismatch" and facts["innermost_user_frame"] == "crf/layers.py:61"
+
+
+def test_application_logger_reformats_the_exception() -> None:
+    text = (
+        "11/02 09:14:05 [ERROR] runner - <class 'RuntimeError'> at engine.py:233 - CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n"
+    )
+    rule, facts = root(text)
+    assert rule == "illegal_memory_access"
+    assert (facts["error_type"], facts["innermost_user_frame"]) == ("RuntimeError", "engine.py:233")

@@ -35,6 +35,9 @@ class TracebackTree(FieldTransformer):
     def code(self, children: list[Token]) -> Fields:
         return {"code": str(children[0]).replace("│", " ").strip()}  # rich's indent guides are not code
 
+    def class_name(self, children: list[Token]) -> Fields:  # `'RuntimeError'` in `<class 'RuntimeError'>`
+        return {"exc_type": unquote(str(children[0]), "'")}
+
     def header(self, children: list[Token]) -> Fields:
         return {"original": str(children[0]).startswith("Original")}
 
@@ -70,6 +73,11 @@ class TracebackReader(State):
         elif kind == "chain":
             self._close_exc()
             self.chain = f["chained"]
+        elif kind == "logged_exception":  # the frame it names is the only one the log has
+            self._close_exc()
+            if f.get("file"):
+                self.frames = [Frame(file=f["file"], line=f.get("line"))]
+            self._start_exc(line, f["exc_type"], f.get("message", ""))
         elif kind == "ide_exception":  # the message follows on its own line, as a warning's does
             self._close_exc()
             self.pending_warning = (line, f["exc_type"])
