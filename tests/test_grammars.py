@@ -88,7 +88,11 @@ CASES = [
     ("cuda_error", "app_error", "d:\\projects\\runnerGPU.cc: 70: cuda error 4: unspecified launch failure"),
     ("cuda_error", "search_hint", "Search for `cudaErrorAssert' in https://docs.nvidia.com/x.html for more information."),
     ("cuda_error", "cudnn", "RuntimeError: CUDNN_STATUS_EXECUTION_FAILED"),
-    ("cuda_error", "cublas_thc", "RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/conda/aten/src/THC/THCBlas.cu:411"),
+    (
+        "cuda_error",
+        "cublas_thc",
+        "RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/conda/aten/src/THC/THCBlas.cu:411",
+    ),
     ("cuda_error", "cublas_entry", " ** On entry to SgemmStridedBatched parameter number 12 had an illegal value"),
     (
         "cuda_error",

@@ -278,7 +278,7 @@ def test_dim1_clash_of_label_and_prediction(code: str, rule: str) -> None:
 def _live(fn) -> str:  # type: ignore[no-untyped-def]
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - the error's own text is the fixture
+    except Exception as exc:  # the error's own text is the fixture
         return f"{type(exc).__name__}: {exc}"
     raise AssertionError("no error raised")
 
@@ -367,8 +367,10 @@ def test_cut_off_chained_traceback_locates_an_error_pasted_from_mid_stack() -> N
 
 @pytest.mark.parametrize("sep", ["\n", " "])
 def test_paste_that_began_mid_file_name(sep: str) -> None:
-    line = "{f}:93: operator(): block: [7,0,0], thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed."
-    flood = [line.format(f="atterGatherKernel.cu", t=1)] + [line.format(f="/src/aten/native/cuda/ScatterGatherKernel.cu", t=t) for t in range(2, 6)]
+    line = '{f}:93: operator(): block: [7,0,0], thread: [{t},0,0] Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.'
+    flood = [line.format(f="atterGatherKernel.cu", t=1)] + [
+        line.format(f="/src/aten/native/cuda/ScatterGatherKernel.cu", t=t) for t in range(2, 6)
+    ]
     rule, facts = root(sep.join(flood) + "\n")
     assert rule == "scatter_gather_index_oob" and facts["kernel_file"] == "ScatterGatherKernel.cu"
 
@@ -382,8 +384,16 @@ def test_paste_that_began_mid_file_name(sep: str) -> None:
             "cublas_failure",
             "CUBLAS_STATUS_INVALID_VALUE",
         ),
-        ("RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/aten/src/THC/THCBlas.cu:411\n", "cublas_failure", "CUBLAS_STATUS_EXECUTION_FAILED"),
-        ("RuntimeError: cublas runtime error : resource allocation failed at /opt/aten/src/THC/THCGeneral.cpp:250\n", "cuda_oom", "CUBLAS_STATUS_ALLOC_FAILED"),
+        (
+            "RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/aten/src/THC/THCBlas.cu:411\n",
+            "cublas_failure",
+            "CUBLAS_STATUS_EXECUTION_FAILED",
+        ),
+        (
+            "RuntimeError: cublas runtime error : resource allocation failed at /opt/aten/src/THC/THCGeneral.cpp:250\n",
+            "cuda_oom",
+            "CUBLAS_STATUS_ALLOC_FAILED",
+        ),
         (" ** On entry to DgemmStridedBatched parameter number 9 had an illegal value\n", "cublas_failure", "CUBLAS_STATUS_INVALID_VALUE"),
     ],
 )
@@ -395,11 +405,28 @@ def test_cublas_in_its_own_words(text: str, rule: str, status: str) -> None:
 @pytest.mark.parametrize(
     ("text", "rule", "error_type"),
     [
-        (TB.format(code="loss = criterion(out, y)") + "RuntimeError: expected scaLar type Long but found FLoat\n", "target_shape_mismatch", "RuntimeError"),
+        (
+            TB.format(code="loss = criterion(out, y)") + "RuntimeError: expected scaLar type Long but found FLoat\n",
+            "target_shape_mismatch",
+            "RuntimeError",
+        ),
         ("...RuntimeError: CUDA error: an illegal memory access was encountered\n", "illegal_memory_access", "RuntimeError"),
-        (TB.format(code="loss = F.nll_loss(out, y) IndexError:").rstrip("\n") + "\nTarget 7 is out of bounds.\n", "nll_target_out_of_range", "IndexError"),
-        ("[rank1]: RuntimeError: NCCL Error 2: unhandled system error (run with NCCL_DEBUG=INFO for details)\n", "nccl_error", "RuntimeError"),
-        (TB.format(code="r.copy_(src)") + "RuntimeError: inconsistent tensor size, expected tensor [6] and src [8] to have the same number of elements\n", "broadcast_shape_mismatch", "RuntimeError"),
+        (
+            TB.format(code="loss = F.nll_loss(out, y) IndexError:").rstrip("\n") + "\nTarget 7 is out of bounds.\n",
+            "nll_target_out_of_range",
+            "IndexError",
+        ),
+        (
+            "[rank1]: RuntimeError: NCCL Error 2: unhandled system error (run with NCCL_DEBUG=INFO for details)\n",
+            "nccl_error",
+            "RuntimeError",
+        ),
+        (
+            TB.format(code="r.copy_(src)")
+            + "RuntimeError: inconsistent tensor size, expected tensor [6] and src [8] to have the same number of elements\n",
+            "broadcast_shape_mismatch",
+            "RuntimeError",
+        ),
     ],
 )
 def test_retyped_and_wrapped_wordings(text: str, rule: str, error_type: str) -> None:

@@ -143,9 +143,9 @@ def _first_index(records: list[Record], first_line: int) -> int:
 
 def _merge_fuzzy(fuzzy: list[KernelAssert], groups: dict[tuple, KernelAssert]) -> KernelAssert | None:
     conds = Counter(f.condition for f in fuzzy if f.condition)
-    seen = Counter(f.kernel_file for f in fuzzy)
+    sightings = Counter(f.kernel_file for f in fuzzy)
     # a name cut at its start (`exKernel.cu`, a paste that began mid-name) is a sighting of the whole one
-    files = Counter({name: sum(n for other, n in seen.items() if name.endswith(other)) for name in seen})
+    files = Counter({name: sum(n for other, n in sightings.items() if name.endswith(other)) for name in sightings})
     kernel_file = files.most_common(1)[0][0]
     cond = conds.most_common(1)[0][0] if conds else ""
     for g in groups.values():

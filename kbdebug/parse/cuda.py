@@ -77,7 +77,9 @@ class CudaReader(State):
             status = f["status"]
             self.out.append(LibraryError(**base, library="cublas", status=status, message=line.text.strip()))
         elif kind == "cublas_entry":
-            self.out.append(LibraryError(**base, library="cublas", status="CUBLAS_STATUS_INVALID_VALUE", call=f.get("call"), message=line.text.strip()))
+            self.out.append(
+                LibraryError(**base, library="cublas", status="CUBLAS_STATUS_INVALID_VALUE", call=f.get("call"), message=line.text.strip())
+            )
         elif kind == "terminate":
             self.cpp = CppException(**base, **f)
             self.out.append(self.cpp)
