@@ -113,7 +113,7 @@ class SanitizerTree(FieldTransformer):
 # cuda-memcheck's host frame leads with the module and names the symbol with its offset: `Host Frame:/lib/libcuda.so.1
 # (cuLaunchKernel + 0x2fe) [0x2d725e]`; compute-sanitizer 2024+ puts the module last, `Host Frame: f [0x6a578] in libf.so`,
 # and 2020-2023 on the next line, `in /lib/libf.so` (sanitizer-format.md, host frames). Other frames say neither.
-_MEMCHECK_HOST_FRAME = re.compile(r"\(.+ \+ 0x[0-9a-fA-F]+\) \[0x")
+_MEMCHECK_HOST_FRAME = re.compile(r"\([^()]* \+ 0x[0-9a-fA-F]+\) \[0x")
 _SANITIZER_HOST_FRAME = re.compile(r"\[0x[0-9a-fA-F]+\] in \S")
 
 
