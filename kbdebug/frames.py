@@ -17,9 +17,28 @@ LIBRARY_PATH = re.compile(
 )
 
 
+# The ecosystem's libraries by their import name: a file under `<root>/<name>/...` is that library's code
+# wherever it is installed from (a source checkout, `pip install -e`, a zipapp's link tree), not only
+# under site-packages. A user's own folder of that name among their scripts is not (`scripts/triton/run.py`).
+# Only libraries that are imported: codebases users clone to work in (mmdetection, Megatron, fairseq,
+# detectron2) are the user's project when they run them from their checkout.
+LIBRARY_PACKAGES = (
+    "monai|transformers|timm|torchvision|torchaudio|ignite|torchmetrics|segmentation_models_pytorch|lightning|"
+    "pytorch_lightning|lightning_fabric|deepspeed|accelerate|triton|mmcv|mmengine|apex|peft|diffusers|xformers|"
+    "bitsandbytes|flash_attn|numpy|scipy|sklearn|PIL"
+)
+_PACKAGE_TREE = re.compile(rf"(?:^|[\\/])(?:{LIBRARY_PACKAGES})[\\/](?:[\w.-]+[\\/])*[\w.-]+\.py$")
+_USER_FOLDERS = re.compile(r"(?:^|[\\/])(?:scripts?|examples?|tests?|tools|experiments?|notebooks?)[\\/]")
+
+
 def is_library_path(path: str) -> bool:
-    """True for the stdlib, installed packages and torch's own Python files, as printed in a traceback."""
-    return bool(LIBRARY_PATH.search(path.replace("\\\\", "\\")))
+    """True for the stdlib, installed packages, torch's own Python files and the ecosystem's libraries by
+    their package layout, as printed in a traceback."""
+    path = path.replace("\\\\", "\\")
+    if LIBRARY_PATH.search(path):
+        return True
+    m = _PACKAGE_TREE.search(path)
+    return m is not None and not _USER_FOLDERS.search(path[: m.start() + 1])
 
 
 def basename(path: str) -> str:
@@ -31,7 +50,7 @@ _PKG_DIR = str(Path(__file__).resolve().parent)
 
 def is_library_file(filename: str) -> bool:
     """A live frame's file that is not the user's: kbdebug itself, the stdlib, installed packages, torch."""
-    if filename.startswith(_PKG_DIR) or LIBRARY_PATH.search(filename):
+    if filename.startswith(_PKG_DIR) or is_library_path(filename):
         return True
     return any(filename.startswith(p) for p in _stdlib_prefixes())
 

@@ -63,13 +63,22 @@ _PREFIXES = [
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
     re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
     re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
+    # a wrapper re-printing its child's streams (`accelerate test`, subprocess runners): `stderr: ` on every line
+    re.compile(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
+    # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .)
+    re.compile(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)[a-z][a-z0-9.-]*[a-z0-9]: "),
+    # Python logging's `%(asctime)s [%(levelname)s] %(name)s - ` with a short date
+    re.compile(r"^\d\d/\d\d(?:/\d{2,4})? \d\d:\d\d:\d\d(?:[.,]\d+)? \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\] [\w.]+ - "),
     re.compile(r"^>\s?"),
+    re.compile(r"^(?:\.\.\.|…)\s*(?=\S)"),  # a paste cut at its start and marked so
     re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]
 _GLUE = re.compile(
     r"(?<=\S)(?=Traceback \(most recent call last\):)"
     r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
     r"|(?<=` failed\.)(?=\S)"
+    r"|(?<=\S)\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):$)"  # the type wrapped onto the end of the line above its message
+    r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
     r"|(?<=\S)(?=\[rank\d+\]:)"
     r"|(?<=\. )(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
@@ -194,6 +203,10 @@ def _clean(seg: str, in_box: bool) -> str:
     stripped = seg.strip()
     if stripped.startswith("```"):
         seg = stripped.strip("`")
+    elif stripped.startswith("`"):  # a line pasted as Markdown inline code: `RuntimeError: ...`
+        seg = stripped[1:]
+        if seg.endswith("`") and seg.count("`") % 2:
+            seg = seg[:-1]
     return seg
 
 

@@ -9,6 +9,7 @@ the shape rules" in rule-ids.md), so every wording of the same mistake lands on 
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Literal
 
@@ -34,15 +35,21 @@ def shapes_in(text: str, limit: int = 8) -> list[Shape]:
 def relation(a: Shape, b: Shape) -> Relation:
     """What differs between two shapes, read as `[batch, channel, spatial...]`.
 
-    - `channel`: rank >= 3, only dim 1 differs (label `[B,1,H,W]` vs logits `[B,C,H,W]`);
+    - `channel`: rank >= 3, only dim 1 differs (label `[B,1,H,W]` vs logits `[B,C,H,W]`), or both
+      flattened and one holds a whole number of the other's pixels (see `flattened_classes`);
     - `class`: rank 2, only dim 1 differs (`[B,C]` vs `[B,K]`);
     - `batch`: only dim 0 differs;
     - `spatial`: the same rank and batch, dims after the channel differ (or several after the batch);
-    - `rank`: the ranks differ (a missing or extra channel dim, one-hot vs index labels);
+    - `rank`: the ranks differ (a missing or extra channel dim, one-hot vs index labels, or one side
+      flattened: the same number of elements in other dims);
     - `mixed`: several of these at once.
     """
     if a == b:
         return "same"
+    if len(a) != len(b) and math.prod(a) == math.prod(b):
+        # the same elements laid out in other dims: one side was flattened or reshaped (`[4, 5]` vs `[20]`,
+        # `[18432, 2]` vs `[384, 48, 2]`), a rank mismatch even where a leading dim happens to differ
+        return "rank"
     if len(a) != len(b):
         # class-index targets have no class dim: compare `[N, C, d...]` without C against `[N, d...]`
         longer, shorter = (a, b) if len(a) > len(b) else (b, a)
@@ -54,6 +61,8 @@ def relation(a: Shape, b: Shape) -> Relation:
                 return "spatial"  # `[N, C, H, W]` scores against `[N, h, w]` indices: the sizes, not the layout
         return "rank"
     diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    if len(a) == 1 and flattened_classes(a[0], b[0]) is not None:
+        return "channel"  # both flattened: the class dim went into one of them
     if diff == [0]:
         return "batch"
     if diff == [1]:
@@ -61,6 +70,22 @@ def relation(a: Shape, b: Shape) -> Relation:
     if min(diff) >= 2 or (min(diff) >= 1 and len(diff) >= 2):
         return "spatial"  # `[B,H,W]` masks have no channel dim: several dims after the batch differ
     return "mixed"
+
+
+# A flattened dense label holds a pixel count: more elements than any batch of samples (64 x 64).
+MIN_FLAT_PIXELS = 4096
+MAX_CLASSES = 4096
+
+
+def flattened_classes(a: int, b: int) -> int | None:
+    """`6750208` elements against `65536`: a prediction flattened with its class dim against a label
+    flattened without one (103 classes of 256 x 256 pixels against one label channel). The class count
+    when the larger is a whole multiple of a pixel count, else None (`60` vs `10` is a batch mismatch)."""
+    small, big = sorted((a, b))
+    if small < MIN_FLAT_PIXELS or big % small:
+        return None
+    k = big // small
+    return k if 2 <= k <= MAX_CLASSES else None
 
 
 def differing_dims(a: Shape, b: Shape) -> list[int]:

@@ -63,6 +63,10 @@ CASES = [
     ("traceback", "exception", "KeyboardInterrupt"),
     ("traceback", "warning", "C:\\x\\torch\\cuda\\__init__.py:209: UserWarning:"),
     ("traceback", "caret", "    ^^^^^^^^^^^^"),
+    ("traceback", "repeated", "  [Previous line repeated 2 more times]"),
+    ("traceback", "ide_exception", "Exception has occurred: RuntimeError"),
+    ("traceback", "logged_exception", "<class 'ValueError'> at loop.py:12 - Expected input batch_size (4) to match target batch_size (8)."),
+    ("traceback", "frame", 'seg/models/crf.py", line 598, in inference'),
     ("traceback", "ipython_frame", "~/miniconda3/lib/python3.7/site-packages/torch/nn/modules/conv.py in forward(self, input)"),
     ("traceback", "ipython_arrow", "--> 308                         self.padding, self.dilation, self.groups)"),
     ("traceback", "ipython_arrow", "-> 1501     return forward_call(*args, **kwargs)"),
@@ -83,6 +87,13 @@ CASES = [
     ("cuda_error", "thc", "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCTensorCopy.cu line=84 error=74 : misaligned address"),
     ("cuda_error", "app_error", "d:\\projects\\runnerGPU.cc: 70: cuda error 4: unspecified launch failure"),
     ("cuda_error", "search_hint", "Search for `cudaErrorAssert' in https://docs.nvidia.com/x.html for more information."),
+    ("cuda_error", "cudnn", "RuntimeError: CUDNN_STATUS_EXECUTION_FAILED"),
+    (
+        "cuda_error",
+        "cublas_thc",
+        "RuntimeError: cublas runtime error : the GPU program failed to execute at /opt/conda/aten/src/THC/THCBlas.cu:411",
+    ),
+    ("cuda_error", "cublas_entry", " ** On entry to SgemmStridedBatched parameter number 12 had an illegal value"),
     (
         "cuda_error",
         "async_hint",
@@ -223,6 +234,12 @@ MESSAGES = {
     "one_hot_dtype": "one_hot is only applicable to index tensor of type LongTensor.",
     "anomaly_detected": "Error detected in SoftmaxBackward0. Traceback of forward call that caused the error:",
     "scatter_invalid": "Invalid index in scatter at /opt/conda/aten/src/TH/generic/THTensorEvenMoreMath.cpp:151",
+    "inconsistent": "inconsistent tensor size, expected r_ [4 x 10], t [4 x 10] and src [40] to have the same number of elements, but got 40, 40 and 40 elements respectively",
+    "index_table": "index out of range: Tried to access index 512 out of table with 511 rows. at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:418",
+    "th_shapes": "input and target shapes do not match: input [16 x 1], target [16] at /pytorch/aten/src/THCUNN/generic/MSECriterion.cu:15",
+    "monai_same": "y_pred and y should have same shapes, got torch.Size([2, 3, 96, 96]) and torch.Size([2, 1, 96, 96]).",
+    "metric_same": "Predictions and targets are expected to have the same shape, but got torch.Size([8, 10]) and torch.Size([8]).",
+    "ignite_shape": "y_pred must have shape (batch_size, num_classes (currently set to 4), ...) and y must have shape of (batch_size, ...), but given torch.Size([8, 1]) vs torch.Size([8, 4]).",
 }
 
 OOM = [
@@ -356,6 +373,8 @@ def test_legacy_cuda_error_cut_anywhere_in_its_location(line: str, at_file: str 
         ("void f<T, (int)2>(T*, int)+0x1a0 in /x/k.cuh:118", "void f<T, (int)2>(T*, int)", "/x/k.cuh", 118, "+0x1a0", None),
         ("row_kernel(const uchar4 *, unsigned int *)+0x490", "row_kernel(const uchar4 *, unsigned int *)", None, None, "+0x490", None),
         ("kern:0x1a0 in k.cu:12", "kern", "k.cu", 12, "0x1a0", None),
+        ("copy_tile in tile_copy.h:88", "copy_tile", "tile_copy.h", 88, None, None),
+        ("void f<float>(float*, int) in /x/k.cu:12 [2 hazards]", "void f<float>(float*, int)", "/x/k.cu", 12, None, 2),
         (
             "/x/k.hpp:689:ns::g(Max const &, int*) (ns::g(Max const &, int*) : 0xff0)",
             "ns::g(Max const &, int*)",

@@ -109,11 +109,15 @@ def _cut_phrase(lit: str, text: str) -> str:
 
 
 def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
-    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text`;
+    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
+    their letters' case);
     a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
+    lowered = text.lower()
     for ind in rule.indicators:
         m = _rx(ind.pattern).search(text) if ind.may_match(text) else None
+        if m is None and ind.may_match_folded(lowered):  # case lost or garbled in retyping: the phrase still speaks
+            m = _rx("(?i)" + ind.pattern).search(text)
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
@@ -199,11 +203,12 @@ def _fact_rank(rec: Record) -> int:
 
 def _locate_in_traceback(records: list[Record], found: list[tuple[Rule, Match] | None], incidents: dict[str, Incident]) -> set[int]:
     """An error read from a line of its own (an anomaly-mode warning, a bare message) is located by the
-    traceback that follows it when that traceback names no error of its own (it was cut off). Returns the
+    traceback that follows it when that traceback names no error of its own (it was cut off); so is an error whose
+    own traceback holds only library frames (pasted from mid-stack), by a cut-off traceback chained after it. Returns the
     ids of those tracebacks: they give the error its frames, never a message (whatever followed the cut,
     training output say, was read as one)."""
     added: set[int] = set()
-    located = {id(r) for inc in incidents.values() for r in inc.records if getattr(r, "frames", None)}
+    located = {id(r) for inc in incidents.values() for r in inc.records if getattr(r, "user_frame", None)}
     for inc in incidents.values():
         if any(id(r) in located for r in inc.records):
             continue

@@ -123,6 +123,10 @@ class Indicator(BaseModel):
     def may_match(self, text: str) -> bool:
         return may_hold(self._required, text)
 
+    def may_match_folded(self, lowered: str) -> bool:
+        """The same for a lower-cased text (a retyped or OCR'd message: `expected scaLar type Long`)."""
+        return self._required is None or any(t.lower() in lowered for t in self._required)
+
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:

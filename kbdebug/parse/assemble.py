@@ -13,7 +13,7 @@ from kbdebug.parse.distributed import DistributedReader
 from kbdebug.parse.grammar import GRAMMARS, parse
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
-from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader
+from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader, raised_literal
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
 
 FALLBACK_LINES = 3
@@ -69,12 +69,15 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             )
         if self.frames:  # a traceback cut off before its exception line still locates user code
             last = lines[-1] if lines else Line(0, "")
+            # ... and when its last line raises a literal (`raise AssertionError("Torch not compiled with C`),
+            # that literal is the error it was about to print, however much of it was pasted
+            exc_type, message = raised_literal(self.frames[-1].code or "") or ("", "")
             self.out.append(
                 PyException(
                     first_line=self.tb_start or last.no,
                     last_line=last.no,
-                    exc_type="",
-                    message="",
+                    exc_type=exc_type,
+                    message=message,
                     frames=self.frames,
                     has_header=self.header,
                 )

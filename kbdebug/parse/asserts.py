@@ -91,6 +91,7 @@ def group_asserts(records: list[Record]) -> list[Record]:
     blocks: dict[tuple, set] = {}
     threads: dict[tuple, set] = {}
     fuzzy: list[KernelAssert] = []
+    whole = _whole_names(records)
     for rec in records:
         if not isinstance(rec, KernelAssert):
             out.append(rec)
@@ -98,6 +99,9 @@ def group_asserts(records: list[Record]) -> list[Record]:
         if rec.source == "fuzzy":
             fuzzy.append(rec)
             continue
+        full = whole.get((rec.kernel_line, rec.condition), rec.kernel_file)
+        if full != rec.kernel_file and full.endswith(rec.kernel_file):  # a paste that began mid-name
+            rec = rec.model_copy(update={"kernel_file": full, "path": full})
         key = (rec.kernel_file, rec.kernel_line, rec.condition)
         if key not in groups:
             groups[key] = rec.model_copy()
@@ -119,6 +123,17 @@ def group_asserts(records: list[Record]) -> list[Record]:
     return out
 
 
+def _whole_names(records: list[Record]) -> dict[tuple, str]:
+    """The longest file name each assertion site (line, condition) is printed with."""
+    names: dict[tuple, str] = {}
+    for rec in records:
+        if isinstance(rec, KernelAssert) and rec.source != "fuzzy":
+            key = (rec.kernel_line, rec.condition)
+            if len(rec.kernel_file) > len(names.get(key, "")):
+                names[key] = rec.kernel_file
+    return names
+
+
 def _first_index(records: list[Record], first_line: int) -> int:
     for i, rec in enumerate(records):
         if rec.first_line > first_line:
@@ -128,7 +143,9 @@ def _first_index(records: list[Record], first_line: int) -> int:
 
 def _merge_fuzzy(fuzzy: list[KernelAssert], groups: dict[tuple, KernelAssert]) -> KernelAssert | None:
     conds = Counter(f.condition for f in fuzzy if f.condition)
-    files = Counter(f.kernel_file for f in fuzzy)
+    sightings = Counter(f.kernel_file for f in fuzzy)
+    # a name cut at its start (`exKernel.cu`, a paste that began mid-name) is a sighting of the whole one
+    files = Counter({name: sum(n for other, n in sightings.items() if name.endswith(other)) for name in sightings})
     kernel_file = files.most_common(1)[0][0]
     cond = conds.most_common(1)[0][0] if conds else ""
     for g in groups.values():

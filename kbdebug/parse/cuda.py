@@ -26,6 +26,22 @@ class CudaTree(FieldTransformer):
     def exc_type(self, children: list[Token]) -> Fields:
         return {"exc_type": unquote(str(children[0]))}
 
+    def status_text(self, children: list[Token]) -> Fields:
+        text = str(children[0]).strip()
+        return {"status": CUBLAS_STATUS_TEXTS.get(text.lower(), "CUBLAS_STATUS_UNKNOWN"), "status_text": text}
+
+
+# THC's words for each cuBLAS status (THCGeneral's __THCublasCheck printed these, not the names)
+CUBLAS_STATUS_TEXTS = {
+    "library not initialized": "CUBLAS_STATUS_NOT_INITIALIZED",
+    "resource allocation failed": "CUBLAS_STATUS_ALLOC_FAILED",
+    "an invalid numeric value was used as an argument": "CUBLAS_STATUS_INVALID_VALUE",
+    "an absent device architectural feature is required": "CUBLAS_STATUS_ARCH_MISMATCH",
+    "an access to gpu memory space failed": "CUBLAS_STATUS_MAPPING_ERROR",
+    "the gpu program failed to execute": "CUBLAS_STATUS_EXECUTION_FAILED",
+    "an internal operation failed": "CUBLAS_STATUS_INTERNAL_ERROR",
+}
+
 
 _OPENS_CUDA_ERROR = ("cuda_error", "legacy", "thc", "app_error")
 _HINTS = ("search_hint", "async_hint", "blocking_hint", "dsa_hint")
@@ -57,6 +73,13 @@ class CudaReader(State):
                 self.cuda.last_line = line.no
         elif kind in ("cublas", "cudnn"):
             self.out.append(LibraryError(**base, library=kind, message=line.text.strip(), **f))
+        elif kind == "cublas_thc":
+            status = f["status"]
+            self.out.append(LibraryError(**base, library="cublas", status=status, message=line.text.strip()))
+        elif kind == "cublas_entry":
+            self.out.append(
+                LibraryError(**base, library="cublas", status="CUBLAS_STATUS_INVALID_VALUE", call=f.get("call"), message=line.text.strip())
+            )
         elif kind == "terminate":
             self.cpp = CppException(**base, **f)
             self.out.append(self.cpp)

@@ -14,6 +14,7 @@ from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
 from kbdebug.parse.grammar import parse
 from kbdebug.records import ArchWarning, TorchMessage
+from kbdebug.shapes import flattened_classes
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _ROLES = ("input_shape", "target_shape")
@@ -84,8 +85,16 @@ def _extra_singleton(out: Fields) -> Fields:
     return {"extra_singleton_dim": 1} if len(b) == len(a) + 1 and len(b) > 1 and b[1] == 1 else {}
 
 
+def _flattened(out: Fields) -> Fields:
+    """`Expected input batch_size (6750208) to match target batch_size (65536)`: flattened logits that
+    kept their class dim against a flattened label; the class count is the ratio (kbdebug.shapes)."""
+    k = flattened_classes(out["values"]["input_batch"], out["values"]["target_batch"])
+    return {} if k is None else {"flattened_classes": k}
+
+
 # Values a template implies rather than names: anomaly mode names the backward function, which is the op.
 _DERIVED = {
+    "batch_size": _flattened,
     "target_size_nd": _extra_singleton,
     "anomaly_nan": lambda out: {"op": out["values"].get("backward_function")},
     "anomaly_detected": lambda out: {"op": out["values"].get("backward_function")},

@@ -110,6 +110,13 @@ class SanitizerTree(FieldTransformer):
         return {"host_location": _host_frame(str(children[0]).strip())}
 
 
+# cuda-memcheck's host frame leads with the module and names the symbol with its offset: `Host Frame:/lib/libcuda.so.1
+# (cuLaunchKernel + 0x2fe) [0x2d725e]`; compute-sanitizer 2024+ puts the module last, `Host Frame: f [0x6a578] in libf.so`,
+# and 2020-2023 on the next line, `in /lib/libf.so` (sanitizer-format.md, host frames). Other frames say neither.
+_MEMCHECK_HOST_FRAME = re.compile(r"\([^()]* \+ 0x[0-9a-fA-F]+\) \[0x")
+_SANITIZER_HOST_FRAME = re.compile(r"\[0x[0-9a-fA-F]+\] in \S")
+
+
 class SanitizerReader(State):
     def sanitizer(self, line: Line, text: str) -> None:
         tree = parse("sanitizer", text)
@@ -167,9 +174,14 @@ class SanitizerReader(State):
                 rec.file, rec.line = loc.file, loc.line
         elif kind == "host_frame":
             rec.host_frames.append(f.get("host_location") or SanitizerFrame())
-            if self.san_tool is None and re.search(r"\(.+ \+ 0x[0-9a-f]+\) \[0x", line.text):
-                rec.tool = "cuda-memcheck"
+            if self.san_tool is None:  # the frame's layout says which tool printed it
+                if _MEMCHECK_HOST_FRAME.search(line.text):
+                    rec.tool = "cuda-memcheck"
+                elif rec.tool is None and _SANITIZER_HOST_FRAME.search(line.text):
+                    rec.tool = "compute-sanitizer"
         elif kind == "module_line":
+            if self.san_tool is None and rec.tool is None:  # the module on a line of its own: compute-sanitizer's layout
+                rec.tool = "compute-sanitizer"
             if rec.host_frames and rec.host_frames[-1].module is None:
                 rec.host_frames[-1].module = f["module"]
         elif kind == "hazard_access" and loc is not None:

@@ -26,13 +26,17 @@ class TracebackTree(FieldTransformer):
     grammar = "traceback"
 
     def file(self, children: list[Token]) -> Fields:
-        return {"file": unquote(str(children[0]), '"')}
+        path = str(children[0])  # `"/x/train.py"`, or `x/train.py"` where the paste began inside it
+        return {"file": unquote(path, '"') if path.startswith('"') else path.rstrip('"')}
 
     def chain(self, children: list[Token]) -> Fields:
         return {"chained": "cause" if children[0].type == "CAUSE" else "context"}
 
     def code(self, children: list[Token]) -> Fields:
         return {"code": str(children[0]).replace("│", " ").strip()}  # rich's indent guides are not code
+
+    def class_name(self, children: list[Token]) -> Fields:  # `'RuntimeError'` in `<class 'RuntimeError'>`
+        return {"exc_type": unquote(str(children[0]), "'")}
 
     def header(self, children: list[Token]) -> Fields:
         return {"original": str(children[0]).startswith("Original")}
@@ -69,6 +73,14 @@ class TracebackReader(State):
         elif kind == "chain":
             self._close_exc()
             self.chain = f["chained"]
+        elif kind == "logged_exception":  # the frame it names is the only one the log has
+            self._close_exc()
+            if f.get("file"):
+                self.frames = [Frame(file=f["file"], line=f.get("line"))]
+            self._start_exc(line, f["exc_type"], f.get("message", ""))
+        elif kind == "ide_exception":  # the message follows on its own line, as a warning's does
+            self._close_exc()
+            self.pending_warning = (line, f["exc_type"])
         elif kind == "warning":
             self._close_exc()
             if f.get("message"):
@@ -125,12 +137,37 @@ class TracebackReader(State):
         for folded in dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n")))):
             line = Line(exc.first_line, folded, exc.rank, exc.time)
             before = len(self.out)
-            if ("oom", exc.first_line) not in known and may_hold("oom", folded):
+            if may_hold("oom", folded):  # read whole, a message wrapped mid-figure says more than its first line
                 self.oom(line)
+                if ("oom", exc.first_line) in known and self._keep_fuller_oom(exc.first_line):
+                    return
             if ("message", exc.first_line) not in known:
                 self.messages(line, folded)
             if len(self.out) > before:
                 return
+
+    def _keep_fuller_oom(self, first_line: int) -> bool:
+        """Of the OOM read from the message's first line and the one read from the whole message, keep the one
+        with more figures. True when the whole message's reading was kept."""
+        same = [i for i, r in enumerate(self.out) if r.kind == "oom" and r.first_line == first_line]
+        if len(same) < 2:
+            return False
+        first, whole = same[0], same[-1]
+        if len(self.out[whole].model_dump(exclude_none=True)) > len(self.out[first].model_dump(exclude_none=True)):
+            self.out[first] = self.out.pop(whole)
+            return True
+        self.out.pop(whole)
+        return False
+
+
+_RAISE_LITERAL = re.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")
+
+
+def raised_literal(code: str) -> tuple[str, str] | None:
+    """`raise ValueError("y and y_pred differ")`: the type and the message a source line raises, when the
+    message is a plain literal (an f-string's text is not the message); the literal may be cut off."""
+    m = _RAISE_LITERAL.match(code.strip())
+    return (m.group(1), m.group(3)) if m else None
 
 
 _STRING = re.compile(r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")  # no f-strings: their text is not the message

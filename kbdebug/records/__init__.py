@@ -338,6 +338,15 @@ class SanitizerSummary(Record):
     leaked_bytes: int | None = None
     leaked_allocations: int | None = None
 
+    def facts(self) -> dict[str, Any]:
+        """A leak summary is the leak check's own report: when only the summary was pasted it is the evidence."""
+        f = super().facts() | self._fields("tool", "leaked_bytes", "leaked_allocations")
+        if self.errors is not None:
+            f["error_summary_count"] = self.errors
+        if self.leaked_bytes:
+            f["check"] = "leakcheck"
+        return f
+
 
 class Oom(Record):
     """A CUDA out-of-memory message; figures kept as printed (`2.00 GiB`)."""
