@@ -332,6 +332,8 @@ class SanitizerReport(Record):
 
 class SanitizerSummary(Record):
     kind: Literal["sanitizer_summary"] = "sanitizer_summary"
+    FIELD_FACTS = ("tool", "leaked_bytes", "leaked_allocations")
+    FACTS = ("error_summary_count", "check")
     tool: str | None = None
     errors: int | None = None
     hazards: int | None = None
@@ -340,7 +342,7 @@ class SanitizerSummary(Record):
 
     def facts(self) -> dict[str, Any]:
         """A leak summary is the leak check's own report: when only the summary was pasted it is the evidence."""
-        f = super().facts() | self._fields("tool", "leaked_bytes", "leaked_allocations")
+        f = super().facts() | self._fields(*self.FIELD_FACTS)
         if self.errors is not None:
             f["error_summary_count"] = self.errors
         if self.leaked_bytes:
