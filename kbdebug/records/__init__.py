@@ -403,7 +403,7 @@ class TorchMessage(Record):
     kind: Literal["message"] = "message"
     template: str
     text: str
-    values: dict[str, str | int | float | bool | None] = {}
+    values: dict[str, str | int | float | bool | list[int] | None] = {}
     shapes: list[list[int]] = []
     input_shape: list[int] | None = None
     target_shape: list[int] | None = None
