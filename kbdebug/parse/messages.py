@@ -101,13 +101,14 @@ def _view_numel(out: Fields) -> Fields:
 
 
 def _inplace(out: Fields) -> Fields:
-    """`which is output 0 of ReluBackward0, is at version 2; expected version 1`: the forward op whose output was
-    saved (`relu`), and how many in-place writes changed it since."""
+    """`which is output 0 of ReluBackward0, is at version 2; expected version 1`: the op that last produced the
+    tensor (`relu`: its grad_fn now, so an in-place op when it was one that changed it), and how many in-place
+    writes changed it since it was saved."""
     vals = out["values"]
     derived: Fields = {"inplace_writes": int(vals.get("version", 0)) - int(vals.get("expected_version", 0))}
     fn = str(vals.get("grad_fn") or "")
     if fn:
-        derived["forward_op"] = re.sub(r"Backward\d*$", "", fn).lower() or fn
+        derived["last_op"] = re.sub(r"Backward\d*$", "", fn).lower() or fn
     return derived
 
 

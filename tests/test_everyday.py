@@ -1,0 +1,209 @@
+"""The everyday PyTorch errors (rule-ids.md, "everyday PyTorch errors") raised live on CPU torch:
+`diagnose(exc)` names the cause, reads its values off the message, and the advice names the user's
+own variables from the failing line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+from kbdebug import diagnose  # noqa: E402
+from kbdebug.diagnosis import Incident  # noqa: E402
+
+
+def root(fn) -> Incident:  # type: ignore[no-untyped-def]
+    with pytest.raises(Exception) as info:
+        fn()
+    diag = diagnose(info.value)
+    assert diag.incidents, "nothing diagnosed"
+    return diag.incidents[0]
+
+
+def guide(inc: Incident) -> str:
+    return " ".join(str(inc.guide.get(k, "")) for k in ("what", "why", "confirm", "fix"))
+
+
+# -- dtypes ---------------------------------------------------------------------------------------------
+def numpy_batch_into_linear() -> None:
+    model = nn.Linear(4, 2)
+    batch = torch.from_numpy(np.random.rand(3, 4))
+    model(batch)
+
+
+def double_images_into_conv() -> None:
+    conv = nn.Conv2d(3, 4, 3)
+    images = torch.rand(1, 3, 8, 8, dtype=torch.float64)
+    conv(images)
+
+
+def double_matmul() -> None:
+    feats = torch.rand(3, 4, dtype=torch.float64)
+    proj = torch.rand(4, 2)
+    feats @ proj
+
+
+def float_ids_into_embedding() -> None:
+    emb = nn.Embedding(10, 4)
+    token_ids = torch.rand(3) * 9
+    emb(token_ids)
+
+
+def float_added_in_place_to_long() -> None:
+    counts = torch.zeros(3, dtype=torch.long)
+    counts += torch.rand(3)
+
+
+def test_numpy_float64_batch_into_linear_is_a_dtype_mismatch_naming_batch() -> None:
+    inc = root(numpy_batch_into_linear)
+    assert inc.rule == "dtype_mismatch"
+    assert (inc.facts["dtype_found"], inc.facts["dtype_wanted"]) == ("float64", "float32")
+    assert inc.facts["odd_operand"] == "mat1" and inc.facts["cast_tensor"] == "batch"
+    assert "`batch = batch.float()`" in inc.guide["fix"]
+    assert "numpy" in inc.guide["why"] and "in_features" not in guide(inc)
+    assert inc.facts["retry"] == "no"
+
+
+def test_double_input_to_conv_names_the_input_and_its_bias() -> None:
+    inc = root(double_images_into_conv)
+    assert inc.rule == "dtype_mismatch"
+    assert inc.facts["odd_operand"] == "input"
+    assert "`images = images.float()`" in inc.guide["fix"]
+
+
+def test_plain_matmul_of_two_dtypes_converts_the_float64_operand() -> None:
+    inc = root(double_matmul)
+    assert inc.rule == "dtype_mismatch"
+    assert inc.facts["cast_tensor"] == "feats"
+    assert "`feats = feats.float()`" in inc.guide["fix"]
+
+
+def test_float_ids_into_embedding_want_an_integer_dtype() -> None:
+    inc = root(float_ids_into_embedding)
+    assert inc.rule == "dtype_mismatch"
+    assert (inc.facts["dtype_found"], inc.facts["dtype_wanted"]) == ("float32", "int64")
+    assert "`token_ids = token_ids.long()`" in inc.guide["fix"]
+
+
+def test_float_result_into_a_long_tensor_is_told_to_compute_out_of_place() -> None:
+    inc = root(float_added_in_place_to_long)
+    assert inc.rule == "dtype_mismatch"
+    assert inc.facts["cast_tensor"] == "counts"
+    assert "out of place" in inc.guide["fix"] and "`counts` float32" in inc.guide["fix"]
+
+
+def test_a_loss_target_of_the_wrong_index_dtype_stays_target_shape_mismatch() -> None:
+    def float_target() -> None:
+        logits, labels = torch.randn(4, 3), torch.ones(4)
+        F.cross_entropy(logits, labels)
+
+    assert root(float_target).rule == "target_shape_mismatch"
+
+
+# -- views ----------------------------------------------------------------------------------------------
+def test_view_to_a_shape_of_another_size_names_the_tensor_and_counts() -> None:
+    def hardcoded_view() -> None:
+        feats = torch.rand(8, 3, 1024)
+        feats.view(8, 3, 2048)
+
+    inc = root(hardcoded_view)
+    assert inc.rule == "reshape_size_mismatch"
+    assert (inc.facts["numel"], inc.facts["view_shape"], inc.facts["view_numel"]) == (24576, [8, 3, 2048], 49152)
+    assert inc.facts["viewed_tensor"] == "feats" and inc.facts["viewed_shape"] == [8, 3, 1024]
+    assert "`feats` ([8, 3, 1024]) holds 24576 elements" in inc.guide["what"]
+    assert "`feats.view(feats.size(0), -1)`" in inc.guide["fix"]
+
+
+def test_view_with_an_inferred_dim_that_cannot_divide() -> None:
+    def inferred() -> None:
+        hidden = torch.rand(8, 3, 1024)
+        hidden.reshape(-1, 3, 2047)
+
+    inc = root(inferred)
+    assert inc.rule == "reshape_size_mismatch"
+    assert inc.facts["view_infers"] is True
+    assert "multiply to 6141, which does not divide 24576" in inc.guide["what"]
+
+
+def test_view_of_a_transposed_tensor_says_reshape_on_the_users_variable() -> None:
+    def view_transposed() -> None:
+        x = torch.rand(4, 8, 16)
+        xt = x.transpose(1, 2)
+        xt.view(4, -1)
+
+    inc = root(view_transposed)
+    assert inc.rule == "view_not_contiguous"
+    assert inc.facts["view_tensor"] == "xt"
+    assert "`xt.reshape(...)`" in inc.guide["fix"] and "`xt.contiguous().view(...)`" in inc.guide["fix"]
+
+
+# -- autograd -------------------------------------------------------------------------------------------
+def test_inplace_relu_after_use_reports_the_tensor_its_version_and_the_write() -> None:
+    def inplace_after_use() -> None:
+        w = torch.rand(4, 8, requires_grad=True)
+        h = torch.sigmoid(w * 2)
+        out = (h * h).sum()
+        h.relu_()
+        out.backward()
+
+    inc = root(inplace_after_use)
+    assert inc.rule == "inplace_modified"
+    assert inc.facts["tensor_shape"] == [4, 8]
+    assert (inc.facts["version"], inc.facts["expected_version"], inc.facts["inplace_writes"]) == (1, 0, 1)
+    assert inc.facts["last_op"] == "relu"  # its grad_fn now: the in-place relu_ wrote it last
+    assert inc.facts["inplace_candidates"][0]["code"] == "h.relu_()"
+    assert "`h.relu_()`" in inc.guide["fix"]
+
+
+def test_backward_twice_names_the_loss_and_leads_with_detach_not_retain_graph() -> None:
+    def twice() -> None:
+        w = torch.rand(4, requires_grad=True)
+        loss = (w.exp() * 2).sum()
+        loss.backward()
+        loss.backward()
+
+    inc = root(twice)
+    assert inc.rule == "backward_twice"
+    assert inc.facts["backward_tensor"] == "loss"
+    assert inc.guide["fix"].startswith("Cut the graph") and "`running_loss += loss.item()`" in inc.guide["fix"]
+    assert "hides a leak" in inc.guide["fix"]
+
+
+def test_loss_computed_under_no_grad_names_the_loss() -> None:
+    def under_no_grad() -> None:
+        model = nn.Linear(4, 1)
+        x = torch.rand(3, 4)
+        with torch.no_grad():
+            loss = model(x).pow(2).mean()
+        loss.backward()
+
+    inc = root(under_no_grad)
+    assert inc.rule == "no_grad_fn"
+    assert inc.facts["backward_tensor"] == "loss"
+    assert inc.guide["what"].startswith("`loss` does not require grad")
+    assert "torch.no_grad()" in inc.guide["why"] and "`loss.requires_grad = True` silences" in inc.guide["fix"]
+
+
+# -- collate --------------------------------------------------------------------------------------------
+class VaryingImages(torch.utils.data.Dataset):  # type: ignore[misc]
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int):  # type: ignore[no-untyped-def]
+        return torch.rand(3, 32 + i, 32)
+
+
+def test_dataloader_of_varying_sizes_is_collate_not_a_channel_mismatch() -> None:
+    def load() -> None:
+        loader = torch.utils.data.DataLoader(VaryingImages(), batch_size=2)
+        next(iter(loader))
+
+    inc = root(load)
+    assert inc.rule == "collate_size_mismatch"
+    assert inc.facts["shapes"] == [[3, 32, 32], [3, 33, 32]]
+    assert (inc.facts["entry_a"], inc.facts["entry_b"]) == (0, 1)
+    assert "entry 0 is [3, 32, 32] and entry 1 is [3, 33, 32] (dim 1 differ)" in inc.guide["what"]
+    assert "transforms.Resize" in inc.guide["fix"] and "one-hot" not in guide(inc)
