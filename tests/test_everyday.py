@@ -207,3 +207,82 @@ def test_dataloader_of_varying_sizes_is_collate_not_a_channel_mismatch() -> None
     assert (inc.facts["entry_a"], inc.facts["entry_b"]) == (0, 1)
     assert "entry 0 is [3, 32, 32] and entry 1 is [3, 33, 32] (dim 1 differ)" in inc.guide["what"]
     assert "transforms.Resize" in inc.guide["fix"] and "one-hot" not in guide(inc)
+
+
+# -- advice that fits the case (#26, #30) ---------------------------------------------------------------
+def test_dice_on_an_index_label_is_told_to_one_hot_with_the_class_count_never_to_slice() -> None:
+    def dice() -> None:
+        logits = torch.randn(4, 5, 32, 32)
+        label = torch.randint(0, 5, (4, 32, 32))
+        probs = logits.softmax(1)
+        (probs * label).sum()
+
+    inc = root(dice)
+    assert inc.rule == "channel_onehot_mismatch"
+    assert "`label` holds class indices `[4, 32, 32]`" in inc.guide["what"]
+    assert "the batch against the 5 classes" in inc.guide["what"]
+    assert "`label_1h = F.one_hot(label.long(), 5).movedim(-1, 1).float()`" in inc.guide["fix"]
+    assert "slice" not in guide(inc) and "num_classes=5`:" not in guide(inc)
+
+
+def test_the_final_error_of_a_chain_is_the_root_and_its_signature() -> None:
+    def worker_died() -> None:
+        try:
+            raise EOFError("Ran out of input")
+        except EOFError:
+            raise RuntimeError("DataLoader worker (pid 4242) is killed by signal: Segmentation fault. ") from None
+
+    def chained() -> None:
+        try:
+            raise EOFError("Ran out of input")
+        except EOFError:
+            raise RuntimeError("DataLoader worker (pid 4242) is killed by signal: Segmentation fault. ")  # noqa: B904
+
+    for fn in (chained, worker_died):
+        inc = root(fn)
+        assert inc.facts["error_message"].startswith("DataLoader worker (pid 4242) is killed by signal")
+        assert "EOFError" not in (inc.signature_key or "")
+
+
+def test_a_warning_before_an_unrelated_traceback_is_never_the_root() -> None:
+    from kbdebug.api import diagnose_text
+
+    log = (
+        "/usr/lib/python3.11/site-packages/torch/nn/modules/loss.py:535: UserWarning: Using a target size "
+        "(torch.Size([4, 5])) that is different to the input size (torch.Size([4, 3])). This will likely lead to "
+        "incorrect results due to broadcasting. Please ensure they have the same size.\n"
+        "  return F.mse_loss(input, target, reduction=self.reduction)\n"
+        "Traceback (most recent call last):\n"
+        '  File "reg.py", line 12, in <module>\n'
+        "    loss = criterion(pred, target)\n"
+        '  File "/usr/lib/python3.11/site-packages/torch/nn/functional.py", line 3338, in mse_loss\n'
+        "    expanded_input, expanded_target = torch.broadcast_tensors(input, target)\n"
+        "RuntimeError: The size of tensor a (3) must match the size of tensor b (5) at non-singleton dimension 1\n"
+    )
+    inc = diagnose_text(log).incidents[0]
+    assert inc.facts["error_type"] == "RuntimeError"
+    assert inc.rule == "broadcast_shape_mismatch"
+    assert "`nn.Linear(..., 5)`" in inc.guide["fix"] and "one-hot" not in guide(inc)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_mse_between_a_3_wide_head_and_a_5_wide_target_is_regression_advice() -> None:
+    def regression() -> None:
+        pred, target = torch.rand(4, 3), torch.rand(4, 5)
+        F.mse_loss(pred, target)
+
+    inc = root(regression)
+    assert inc.rule == "broadcast_shape_mismatch"
+    assert inc.guide["what"].startswith("A regression loss got a prediction and a target of different widths (3 vs 5")
+    assert "segmentation" not in guide(inc).lower() and "one-hot" not in guide(inc)
+
+
+def test_cat_advice_names_the_cat_dim_as_the_one_that_may_differ() -> None:
+    def cat() -> None:
+        a, b = torch.rand(2, 3), torch.rand(2, 4)
+        torch.cat([a, b], dim=0)
+
+    inc = root(cat)
+    assert "needs every other dim equal" in inc.guide["what"]
+    assert inc.guide["fix"].startswith("Make every dim but 0 agree")
+    assert "Broadcasting" not in inc.guide["why"]
