@@ -102,6 +102,7 @@ def context_facts(inc: Incident, origin: str | None = None, device_side: bool = 
         facts["libraries"] = libs
     facts.update(tensor_roles(inc.facts.get("frame_tensors") or {}))
     facts.update(dtype_roles(inc.facts))
+    facts.update(operand_names(str(inc.facts.get("user_code") or ""), inc.facts.get("frame_tensors") or {}))
     facts.update(source_tensor(inc.facts))
     settings = call_settings(str(inc.facts.get("user_code") or ""))
     if settings:
@@ -215,6 +216,30 @@ def source_tensor(facts: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+# How code names a label/target tensor (`label`, `target`, `gt_mask`, `y_true`, `masks`); the other operand is the prediction.
+LABEL_NAME = re.compile(r"(?i)label|target|\bgts?\b|^gt_|_gt\b|ground_?truth|mask|^y(?:_?true)?$|annotation|seg_?map")
+
+
+def operand_names(code: str, tensors: dict[str, Any]) -> dict[str, Any]:
+    """The user's own names for the label and the prediction (`label_name`, `pred_name`), for guides to say
+    `label`/`logits` where the failing line does: from the tensors on the line when they were read, else from
+    the two plain-name arguments of the line's call (`loss = criterion(logits, label)`)."""
+    names = [n for n in tensors if isinstance(tensors[n], dict) and len(tensors[n].get("shape", [])) >= 1]
+    if not names:
+        try:
+            tree = ast.parse(code.strip().rstrip(":"))
+        except SyntaxError:
+            return {}
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        args = [a.id for a in calls[0].args if isinstance(a, ast.Name)] if calls else []
+        names = args if len(args) == 2 else []
+    labels = [n for n in names if LABEL_NAME.search(n)]
+    others = [n for n in names if n not in labels]
+    if len(labels) == 1 and len(others) == 1:
+        return {"label_name": labels[0], "pred_name": others[0]}
+    return {}
+
+
 def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
     """The commands that can help in the incident's context, notebook forms substituted."""
     have: set[str] = set()
@@ -249,4 +274,19 @@ def advise(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra:
     fill(diag, kb)
     for inc in diag.incidents:
         inc.commands = applicable(inc.commands, inc.facts)
+        inc.references = [url for url in inc.references if library_of(url) in (None, *inc.facts.get("libraries", ()))]
     return diag
+
+
+# Libraries that document themselves on a site of their own: a reference there helps only where the frames run
+# through that library (a MONAI page for a hand-written Dice or a BCE error is noise).
+_LIBRARY_SITES = (
+    (re.compile(r"//(?:[\w-]+\.)*monai\.io/"), "monai"),
+    (re.compile(r"//huggingface\.co/docs/transformers"), "transformers"),
+    (re.compile(r"//(?:[\w-]+\.)*lightning\.ai/"), "lightning"),
+)
+
+
+def library_of(url: str) -> str | None:
+    """The package a reference documents, when it is a library's own site (see _LIBRARY_SITES)."""
+    return next((lib for rx, lib in _LIBRARY_SITES if rx.search(url)), None)

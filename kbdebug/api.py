@@ -13,7 +13,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from kbdebug.advice import advise
+from kbdebug.advice import LABEL_NAME, advise
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
@@ -160,8 +160,6 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
         diag.keep_inputs(_frame_inputs(frame, code))
 
 
-# How code names a label/target tensor (`label`, `target`, `gt_mask`, `y_true`, `masks`); the other operand is the prediction.
-LABEL_NAME = re.compile(r"(?i)label|target|\bgts?\b|^gt_|_gt\b|ground_?truth|mask|^y(?:_?true)?$|annotation|seg_?map")
 
 
 def _add_frame_shapes(records: list[Any], exc: BaseException) -> None:

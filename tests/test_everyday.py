@@ -286,3 +286,59 @@ def test_cat_advice_names_the_cat_dim_as_the_one_that_may_differ() -> None:
     assert "needs every other dim equal" in inc.guide["what"]
     assert inc.guide["fix"].startswith("Make every dim but 0 agree")
     assert "Broadcasting" not in inc.guide["why"]
+
+
+def test_plain_embedding_gets_no_hugging_face_advice() -> None:
+    def lookup() -> None:
+        emb = nn.Embedding(10, 4)
+        token_ids = torch.tensor([1, 2, 12])
+        emb(token_ids)
+
+    inc = root(lookup)
+    assert inc.rule == "embedding_index_oob"
+    assert "resize_token_embeddings" not in guide(inc) and "get_input_embeddings" not in guide(inc)
+    assert "(`nn.Embedding(13, dim)`)" in inc.guide["fix"]
+
+
+def test_hugging_face_advice_where_transformers_is_in_the_frames() -> None:
+    from kbdebug.api import diagnose_text
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "finetune.py", line 40, in <module>\n'
+        "    out = model(input_ids)\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/transformers/models/bert/modeling_bert.py", line 210, in forward\n'
+        "    inputs_embeds = self.word_embeddings(input_ids)\n"
+        "IndexError: index out of range in self\n"
+    )
+    inc = diagnose_text(log).incidents[0]
+    assert inc.rule == "embedding_index_oob"
+    assert "model.resize_token_embeddings(len(tokenizer))" in inc.guide["fix"]
+
+
+def test_bce_channel_clash_names_the_lines_tensors_and_cites_no_monai_page() -> None:
+    def bce() -> None:
+        logits = torch.randn(4, 1, 8, 8)
+        target = torch.rand(4, 3, 8, 8)
+        F.binary_cross_entropy_with_logits(logits, target)
+
+    inc = root(bce)
+    assert inc.rule == "channel_onehot_mismatch"
+    assert "`kbdebug.describe(target)`, `kbdebug.describe(logits)`" in inc.guide["confirm"]
+    assert not [url for url in inc.references if "monai" in url]
+    assert "to_onehot_y" not in guide(inc) and "AsDiscrete" not in guide(inc)
+
+
+def test_a_log_names_the_label_and_logits_of_its_failing_line() -> None:
+    from kbdebug.api import diagnose_text
+
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "seg.py", line 77, in <module>\n'
+        "    loss = F.cross_entropy(logits, label)\n"
+        "RuntimeError: only batches of spatial targets supported (3D tensors) but got targets of size: : [4, 1, 256, 256]\n"
+    )
+    inc = diagnose_text(log).incidents[0]
+    assert inc.rule == "target_shape_mismatch"
+    assert (inc.facts["label_name"], inc.facts["pred_name"]) == ("label", "logits")
+    assert "`label = label.squeeze(1).long()`" in inc.guide["fix"] and "`kbdebug.describe(logits)`" in inc.guide["confirm"]
