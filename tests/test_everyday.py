@@ -342,3 +342,12 @@ def test_a_log_names_the_label_and_logits_of_its_failing_line() -> None:
     assert inc.rule == "target_shape_mismatch"
     assert (inc.facts["label_name"], inc.facts["pred_name"]) == ("label", "logits")
     assert "`label = label.squeeze(1).long()`" in inc.guide["fix"] and "`kbdebug.describe(logits)`" in inc.guide["confirm"]
+
+
+def test_inferred_from_only_on_inferred_causes() -> None:
+    from kbdebug.api import diagnose_text
+
+    templated = diagnose_text("ValueError: Expected input batch_size (32) to match target batch_size (16).\n").incidents[0]
+    assert templated.confidence >= 0.8 and "inferred_from" not in templated.facts
+    inferred = diagnose_text("RuntimeError: something about mat1 and mat2 shapes cannot be multipl\n").incidents[0]
+    assert inferred.confidence < 0.8 and inferred.facts["inferred_from"]

@@ -149,6 +149,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
     incidents: dict[str, Incident] = {}
     captures: dict[str, dict[str, str]] = {}
     found_all = [best_rule(rec, kb) for rec in records]
+    templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
     for rec, found in zip(records, found_all, strict=True):
         if found is None:
@@ -165,7 +166,11 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         captures.setdefault(rule.id, {}).update(captured(m, rec))
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
+        else:
+            templated.add(rule.id)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
+    for rule_id in templated:  # `inferred_from` marks an inferred cause only (README: confidence below 0.8)
+        incidents[rule_id].facts.pop("inferred_from", None)
     locators = _locate_in_traceback(records, found_all, incidents)
     secondary = _secondary(records)
     for inc in incidents.values():
