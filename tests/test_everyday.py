@@ -351,3 +351,57 @@ def test_inferred_from_only_on_inferred_causes() -> None:
     assert templated.confidence >= 0.8 and "inferred_from" not in templated.facts
     inferred = diagnose_text("RuntimeError: something about mat1 and mat2 shapes cannot be multipl\n").incidents[0]
     assert inferred.confidence < 0.8 and inferred.facts["inferred_from"]
+
+
+# -- guard() ---------------------------------------------------------------------------------------------
+def _guarded(fn) -> BaseException:  # type: ignore[no-untyped-def]
+    from kbdebug import KbdebugError, guard
+
+    with pytest.raises(KbdebugError) as info, guard():
+        fn()
+    return info.value
+
+
+def test_guard_error_carries_the_fix_and_its_traceback_ends_outside_kbdebug() -> None:
+    from pathlib import Path
+
+    import kbdebug
+
+    logits, mask = torch.randn(2, 3, 4, 4), torch.randint(0, 3, (2, 4, 4))
+    mask[0, 0, 0] = 255
+    exc = _guarded(lambda: F.cross_entropy(logits, mask))
+    assert "fix: if 255 marks pixels/tokens to skip, pass ignore_index=255 to the loss" in str(exc)
+    assert exc.facts["fix_hint"].startswith("if 255 marks")  # type: ignore[attr-defined]
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    package = str(Path(kbdebug.__file__).parent)
+    assert tb is not None and not tb.tb_frame.f_code.co_filename.startswith(package)
+
+
+def test_guard_names_labels_past_the_class_count() -> None:
+    logits, labels = torch.randn(4, 3), torch.tensor([0, 5, 7, 1])
+    exc = _guarded(lambda: F.cross_entropy(logits, labels))
+    assert "labels reach 7: the model needs num_classes >= 8" in str(exc)
+
+
+def test_guard_raises_its_own_error_for_a_label_that_kept_its_channel_dim() -> None:
+    logits, mask = torch.randn(2, 3, 4, 4), torch.randint(0, 3, (2, 1, 4, 4))
+    crit = nn.CrossEntropyLoss()
+    exc = _guarded(lambda: crit(logits, mask))
+    assert exc.rule == "target_shape_mismatch"  # type: ignore[attr-defined]
+    assert "target.squeeze(1).long()" in str(exc)
+    inc = diagnose(exc).incidents[0]
+    assert inc.rule == "target_shape_mismatch" and "`[B, 1, H, W]` label becomes" in inc.guide["fix"]
+
+
+def test_guard_under_python_c_names_the_line_not_a_question_mark() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import torch, kbdebug\nwith kbdebug.guard():\n    torch.nn.functional.cross_entropy(torch.randn(2, 3), torch.tensor([0, 7]))\n"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "at <string>:3" in res.stderr and "at ?" not in res.stderr
