@@ -405,3 +405,110 @@ def test_guard_under_python_c_names_the_line_not_a_question_mark() -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert "at <string>:3" in res.stderr and "at ?" not in res.stderr
+
+
+# -- the verifier and the checks (#30) --------------------------------------------------------------------
+def test_verify_with_no_arguments_finds_a_label_named_masks() -> None:
+    def seg() -> None:
+        logits = torch.randn(2, 5, 4, 4)
+        masks = torch.randint(0, 5, (2, 4, 4))
+        masks[0, 0, 0] = 7
+        F.cross_entropy(logits, masks)
+
+    with pytest.raises(Exception) as info:
+        seg()
+    diag = diagnose(info.value).verify()
+    check = next(c for c in diag.incidents[0].verification if c["name"] == "class_targets")
+    assert check["passed"] is False and "7 (x1)" in check["finding"]
+
+
+GLOBAL_SCORES = torch.randn(3, 4)
+GLOBAL_LABELS = torch.tensor([0, 9, 1])
+
+
+def test_verify_reads_module_globals_used_inside_a_function() -> None:
+    def uses_globals() -> None:
+        F.cross_entropy(GLOBAL_SCORES, GLOBAL_LABELS)
+
+    with pytest.raises(Exception) as info:
+        uses_globals()
+    diag = diagnose(info.value).verify()
+    check = next(c for c in diag.incidents[0].verification if c["name"] == "class_targets")
+    assert check["passed"] is False and "9 (x1)" in check["finding"]
+
+
+class Encoder(nn.Module):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+
+    def forward(self, input_ids):  # type: ignore[no-untyped-def]
+        return self.embed(input_ids)
+
+
+def test_verify_finds_self_embed_inside_forward() -> None:
+    model = Encoder()
+    with pytest.raises(Exception) as info:
+        model(torch.tensor([[1, 12, 3]]))
+    diag = diagnose(info.value).verify()
+    check = next(c for c in diag.incidents[0].verification if c["name"] == "embedding_ids")
+    assert check["passed"] is False and "12" in check["finding"]
+
+
+def test_verify_on_a_bce_crash_does_not_ask_for_long_targets_and_fails_the_crashed_layout() -> None:
+    def bce() -> None:
+        logits = torch.randn(4, 1, 8, 8)
+        target = torch.rand(4, 3, 8, 8)
+        F.binary_cross_entropy_with_logits(logits, target)
+
+    with pytest.raises(Exception) as info:
+        bce()
+    checks = {c["name"]: c for c in diagnose(info.value).verify().incidents[0].verification}
+    assert checks["class_targets"]["passed"] is None and ".long()" not in (checks["class_targets"]["fix"] or "")
+    assert checks["segmentation_layout"]["passed"] is False
+    assert "target [4, 3, 8, 8], input [4, 1, 8, 8]" in checks["segmentation_layout"]["finding"]
+
+
+def test_two_ignore_like_labels_get_one_ignore_index_not_two() -> None:
+    from kbdebug.verify import check_class_targets
+
+    res = check_class_targets(torch.tensor([0, 1, -1, 255, 2]), num_classes=3)
+    assert res.passed is False
+    assert "remap the others onto one (target[target == -1] = 255) and pass ignore_index=255" in res.fix
+    assert "ignore_index=-1" not in res.fix
+
+
+def test_soft_label_float_targets_are_never_told_to_become_long() -> None:
+    from kbdebug.verify import check_class_targets, check_target_dtype
+
+    soft, scores = torch.tensor([0.2, 0.7, 0.1]), torch.randn(1, 3)
+    for res in (check_class_targets(soft, logits=scores), check_target_dtype(soft, input=scores)):
+        assert res.passed is False and ".long() would" in res.fix and "[1, 3]" in res.fix
+
+
+def test_nll_guide_asserts_the_class_range_leaving_the_ignore_value_out() -> None:
+    def ignore_pixels() -> None:
+        logits = torch.randn(2, 3, 4, 4)
+        target = torch.randint(0, 3, (2, 4, 4))
+        target[0, 0, 0] = 255
+        F.cross_entropy(logits, target)
+
+    inc = root(ignore_pixels)
+    assert inc.rule == "nll_target_out_of_range"
+    assert "ignore_index=255" in inc.guide["fix"]
+    assert "`assert ((target < 3) | (target == 255)).all()`" in inc.guide["fix"]
+    assert ".max() < 3" not in inc.guide["fix"]
+
+
+def test_one_healthy_batch_does_not_halve_a_kernel_assert_diagnosis() -> None:
+    from kbdebug.api import diagnose_text
+
+    log = (
+        "/pt/aten/src/ATen/native/cuda/Loss.cu:242: nll_loss_forward_reduce_cuda_kernel_2d: block: [0,0,0], thread: "
+        "[5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+    )
+    diag = diagnose_text(log)
+    before = diag.incidents[0].confidence
+    diag.verify(target=torch.tensor([0, 1, 2]), logits=torch.randn(3, 3))
+    assert diag.incidents[0].confidence == before >= 0.9
+    assert any("another batch" in note for note in diag.notes)
