@@ -512,3 +512,104 @@ def test_one_healthy_batch_does_not_halve_a_kernel_assert_diagnosis() -> None:
     diag.verify(target=torch.tensor([0, 1, 2]), logits=torch.randn(3, 3))
     assert diag.incidents[0].confidence == before >= 0.9
     assert any("another batch" in note for note in diag.notes)
+
+
+# -- advice that misleads (#30) ---------------------------------------------------------------------------
+def _explain(log: str) -> Incident:
+    from kbdebug.api import diagnose_text
+
+    return diagnose_text(log).incidents[0]
+
+
+def test_multinomial_advice_leads_with_the_source_not_nan_to_num() -> None:
+    inc = _explain(
+        "Traceback (most recent call last):\n"
+        '  File "sample.py", line 9, in <module>\n'
+        "    tok = torch.multinomial(probs, 1)\n"
+        "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0\n"
+    )
+    assert inc.rule == "invalid_probability"
+    assert inc.guide["fix"].startswith("Find where the probabilities stop being valid")
+    assert "only hides a model that is already broken" in inc.guide["fix"]
+
+
+def test_index_advice_leads_with_where_the_index_is_made() -> None:
+    inc = _explain(
+        "/pt/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [6,0,0], thread: [33,0,0] "
+        'Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n'
+    )
+    assert inc.rule == "index_out_of_bounds"
+    assert inc.guide["fix"].startswith("Find where the index is produced")
+    assert "silently loses data" in inc.guide["fix"]
+
+
+OOM_LOG = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.64 GiB "
+    "of which 1.19 GiB is free. Including non-PyTorch memory, this process has 22.43 GiB memory in use. Of the "
+    "allocated memory 21.80 GiB is allocated by PyTorch, and {rbu} is reserved by PyTorch but unallocated.\n"
+)
+
+
+def test_oom_offers_expandable_segments_only_for_a_large_reserved_share() -> None:
+    small = _explain(OOM_LOG.format(rbu="312.00 MiB"))
+    assert small.facts["fragmented"] is False
+    assert small.guide["fix"].startswith("Lower the batch size")
+    assert "Fragmentation is not it here (312.00 MiB reserved but unallocated)" in small.guide["fix"]
+    assert "`running_loss += loss.item()`, not `running_loss += loss`" in small.guide["fix"]
+    large = _explain(OOM_LOG.format(rbu="6.20 GiB"))
+    assert large.facts["fragmented"] is True
+    assert large.guide["fix"].startswith("6.20 GiB is reserved but unallocated, more than the request: fragmentation")
+
+
+def test_a_plain_matmul_is_not_told_about_linear_layers() -> None:
+    def matmul() -> None:
+        a, b = torch.rand(3, 4), torch.rand(5, 2)
+        a @ b
+
+    inc = root(matmul)
+    assert inc.rule == "matmul_shape_mismatch"
+    assert "in_features" not in guide(inc) and "audit(model)" not in guide(inc)
+    assert "`b.T`" in inc.guide["fix"]
+
+
+def test_device_mismatch_names_the_argument_the_message_names() -> None:
+    inc = _explain(
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 40, in <module>\n'
+        "    loss = criterion(out, target)\n"
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! "
+        "(when checking argument for argument target in method wrapper_CUDA_nll_loss2d_forward)\n"
+    )
+    assert inc.rule == "device_mismatch" and inc.facts["argument"] == "target"
+    assert inc.guide["fix"].startswith("The tensor passed as `target` (to `wrapper_CUDA_nll_loss2d_forward`)")
+    assert '`target = target.to("cuda:0")`' in inc.guide["fix"]
+
+
+def test_a_5d_input_to_conv2d_is_a_rank_problem_in_what_and_why() -> None:
+    def conv5d() -> None:
+        conv = nn.Conv2d(3, 4, 3)
+        volume = torch.rand(2, 3, 4, 8, 8)
+        conv(volume)
+
+    inc = root(conv5d)
+    assert inc.rule == "conv_channel_mismatch"
+    assert "wrong rank" in inc.guide["what"]
+    assert "in_channels" not in inc.guide["why"] and "this input has 5 dims" in inc.guide["why"]
+
+
+def test_sanitizer_advice_asks_for_lineinfo_only_without_a_source_line() -> None:
+    with_line = _explain(
+        "========= Invalid __global__ write of size 4 bytes\n"
+        "=========     at fill(float *, int)+0x90 in kern.cu:42\n"
+        "=========     by thread (5,0,0) in block (2,0,0)\n"
+        "=========     Address 0x7f0000001000 is out of bounds\n"
+    )
+    assert with_line.rule == "sanitizer_memcheck"
+    assert "-lineinfo" not in with_line.guide["confirm"] and "`kern.cu:42`" in with_line.guide["confirm"]
+    without = _explain(
+        "========= Invalid __global__ write of size 4 bytes\n"
+        "=========     at fill(float *, int)+0x90\n"
+        "=========     by thread (5,0,0) in block (2,0,0)\n"
+        "=========     Address 0x7f0000001000 is out of bounds\n"
+    )
+    assert "-lineinfo" in without.guide["confirm"]

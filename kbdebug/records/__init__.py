@@ -20,6 +20,7 @@ from kbdebug.records.base import Record, Triple
 from kbdebug.records.job import ProcessExit
 from kbdebug.shapes import relation, shape_facts, shapes_in
 from kbdebug.stamps import parse_stamp
+from kbdebug.values import size_bytes
 
 __all__ = ["ProcessExit", "Record", "Triple"]
 
@@ -334,6 +335,10 @@ class Oom(Record):
         )
         if self.exc_type:
             f["error_type"] = self.exc_type
+        spare, want, total = (size_bytes(x) for x in (self.reserved_but_unallocated, self.tried_to_allocate, self.total_capacity))
+        if spare is not None and want is not None:
+            # fragmentation: the spare cached memory would have held the request, and is a real share of the card
+            f["fragmented"] = spare >= want and (total is None or spare >= total // 10)
         return f
 
 
