@@ -161,7 +161,15 @@ _DTYPES = {
     "byte": "uint8", "unsignedchar": "uint8", "uint8": "uint8", "bytetensor": "uint8",
     "bool": "bool", "booltensor": "bool",
 }  # fmt: skip
-CAST_METHODS = {"float32": ".float()", "float64": ".double()", "float16": ".half()", "bfloat16": ".bfloat16()", "int64": ".long()", "int32": ".int()", "bool": ".bool()"}
+CAST_METHODS = {
+    "float32": ".float()",
+    "float64": ".double()",
+    "float16": ".half()",
+    "bfloat16": ".bfloat16()",
+    "int64": ".long()",
+    "int32": ".int()",
+    "bool": ".bool()",
+}
 DEFAULT_FLOAT = "float32"  # torch's default dtype: what parameters are made in, and so what an input must match
 # Which operand a template's `dtype_a` / `dtype_b` is (the other names its operands itself: `mat1`, `m1`).
 _SIDES = {"input_bias_type": ("input", "bias"), "rnn_dtype": ("input", "weight"), "index_put_dtype": ("source", "destination")}

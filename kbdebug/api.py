@@ -160,8 +160,6 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
         diag.keep_inputs(_frame_inputs(frame, code))
 
 
-
-
 def _add_frame_shapes(records: list[Any], exc: BaseException) -> None:
     """The shapes of the tensors on the failing line join the exception's record before the rules see
     it: a broadcast message names one dim, the tensors say which relation (label vs logits) clashed."""
@@ -183,7 +181,9 @@ def _add_frame_shapes(records: list[Any], exc: BaseException) -> None:
 
 
 # In-place writes as code spells them: `h.relu_()`, `x += y`, `x[mask] = v` (the written name first).
-_INPLACE = re.compile(r"^\s*(?:([A-Za-z_][\w.]*)\.(?!_)\w+_\(|([A-Za-z_][\w.]*)\s*(?:[-+*/@%&|^]|//|\*\*)=|([A-Za-z_][\w.]*)\[[^\]]*\]\s*=[^=])")
+_INPLACE = re.compile(
+    r"^\s*(?:([A-Za-z_][\w.]*)\.(?!_)\w+_\(|([A-Za-z_][\w.]*)\s*(?:[-+*/@%&|^]|//|\*\*)=|([A-Za-z_][\w.]*)\[[^\]]*\]\s*=[^=])"
+)
 
 
 def _lookup(frame: FrameType, name: str) -> Any:

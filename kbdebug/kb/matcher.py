@@ -186,7 +186,12 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
     # device evidence first (it is the cause of what follows); the catch-all only after every named cause
     # a warning, or an exception another was raised while handling, is never the root of a later error's incident
     roots.sort(
-        key=lambda i: (0 if i.device_evidence else 1, kb.tagged(i.rule, "fallback"), all(id(r) in secondary for r in i.records), i.first_line)
+        key=lambda i: (
+            0 if i.device_evidence else 1,
+            kb.tagged(i.rule, "fallback"),
+            all(id(r) in secondary for r in i.records),
+            i.first_line,
+        )
     )
     for inc in roots:
         root_rule = kb.get(inc.rule)
@@ -205,7 +210,9 @@ def _secondary(records: list[Record]) -> set[int]:
     of; the `EOFError` of the pipe it was reading is how it noticed)."""
     out: set[int] = set()
     last_exc: Record | None = None
-    warned = [(r.first_line, r.last_line) for r in records if r.kind == "exception" and (getattr(r, "exc_type", "") or "").endswith("Warning")]
+    warned = [
+        (r.first_line, r.last_line) for r in records if r.kind == "exception" and (getattr(r, "exc_type", "") or "").endswith("Warning")
+    ]
     for rec in records:
         if any(a <= rec.first_line <= b for a, b in warned):  # the warning, and the templates read off its lines
             out.add(id(rec))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kbdebug.verify.checks import (
@@ -75,7 +75,9 @@ def _needs(name: str, *roles: str) -> CheckResult:
 def _run_class_targets(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
     if _is_bce(facts):
         return CheckResult(
-            name="class_targets", passed=None, finding="not run: binary cross-entropy takes float targets of the input's shape, not class indices"
+            name="class_targets",
+            passed=None,
+            finding="not run: binary cross-entropy takes float targets of the input's shape, not class indices",
         )
     target, logits = _pick(t, "target", facts), _pick(t, "logits", facts)
     n = t.get("num_classes") or facts.get("num_classes")
