@@ -101,8 +101,8 @@ def context_facts(inc: Incident, origin: str | None = None, device_side: bool = 
     if libs:
         facts["libraries"] = libs
     facts.update(tensor_roles(inc.facts.get("frame_tensors") or {}))
-    facts.update(dtype_roles(inc.facts))
     facts.update(operand_names(str(inc.facts.get("user_code") or ""), inc.facts.get("frame_tensors") or {}))
+    facts.update(dtype_roles({**inc.facts, **facts}))
     facts.update(source_tensor(inc.facts))
     settings = call_settings(str(inc.facts.get("user_code") or ""))
     if settings:
@@ -202,6 +202,9 @@ def dtype_roles(facts: dict[str, Any]) -> dict[str, Any]:
         out["odd_operand"] = names[0] if found == a else names[1]
     tensors = facts.get("frame_tensors") or {}
     odd = [n for n, t in tensors.items() if isinstance(t, dict) and t.get("dtype") == found]
+    if len(odd) > 1 and facts.get("label_name") in odd:  # a loss: floats are the prediction's to have, indices the label's
+        wants_index = wanted.startswith(("int", "uint"))
+        odd = [n for n in odd if (n == facts["label_name"]) == wants_index]
     if len(odd) == 1:
         out["cast_tensor"] = odd[0]
     return out
