@@ -152,6 +152,9 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
         tensors = _frame_tensors(frame, code)
         if tensors:
             inc.facts["frame_tensors"] = tensors
+        modules = _frame_modules(frame)
+        if modules:
+            inc.facts["frame_modules"] = modules
         shape = inc.facts.get("tensor_shape")
         if isinstance(shape, list):  # a tensor saved for backward was written in place: where, in this function
             writes = _inplace_writes(frame, line, shape)
@@ -235,6 +238,20 @@ def _frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str
             out[name] = info
         if len(out) >= 8:
             break
+    return out
+
+
+def _frame_modules(frame: FrameType) -> dict[str, dict[str, int]]:
+    """The modules the failing function holds, with how many of their parameters train: whether a graph
+    could reach a parameter at all (`requires_grad=False` everywhere) or was cut on the way."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for name, val in list(frame.f_locals.items()):
+        if isinstance(val, torch.nn.Module) and len(out) < 4:
+            params = list(val.parameters())
+            out[name] = {"parameters": len(params), "trainable": sum(1 for p in params if p.requires_grad)}
     return out
 
 

@@ -613,3 +613,27 @@ def test_sanitizer_advice_asks_for_lineinfo_only_without_a_source_line() -> None
         "=========     Address 0x7f0000001000 is out of bounds\n"
     )
     assert "-lineinfo" in without.guide["confirm"]
+
+
+def test_no_grad_fn_rules_out_frozen_parameters_when_the_model_trains() -> None:
+    def under_no_grad() -> None:
+        model = nn.Linear(4, 1)
+        with torch.no_grad():
+            loss = model(torch.rand(3, 4)).mean()
+        loss.backward()
+
+    inc = root(under_no_grad)
+    assert "`model` (2 of 2 parameter tensors train) has trainable parameters" in inc.guide["why"]
+    assert "requires_grad_(True)" not in inc.guide["fix"]
+
+
+def test_no_grad_fn_with_every_parameter_frozen_says_unfreeze() -> None:
+    def frozen() -> None:
+        model = nn.Linear(4, 1)
+        model.requires_grad_(False)
+        loss = model(torch.rand(3, 4)).mean()
+        loss.backward()
+
+    inc = root(frozen)
+    assert "Every parameter of `model` has `requires_grad=False`" in inc.guide["why"]
+    assert inc.guide["fix"].startswith("Unfreeze the parameters you mean to train")
