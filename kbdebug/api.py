@@ -160,6 +160,9 @@ def _facts_from_frames(diag: Diagnosis, exc: BaseException) -> None:
             writes = _inplace_writes(frame, line, shape)
             if writes:
                 inc.facts["inplace_candidates"] = writes
+            layers = _inplace_layers(frame)
+            if layers:
+                inc.facts["inplace_layers"] = layers
         diag.keep_inputs(_frame_inputs(frame, code))
 
 
@@ -252,6 +255,21 @@ def _frame_modules(frame: FrameType) -> dict[str, dict[str, int]]:
         if isinstance(val, torch.nn.Module) and len(out) < 4:
             params = list(val.parameters())
             out[name] = {"parameters": len(params), "trainable": sum(1 for p in params if p.requires_grad)}
+    return out
+
+
+def _inplace_layers(frame: FrameType) -> list[str]:
+    """Layers built with `inplace=True` in the modules the failing function holds (`model.block.act (ReLU)`):
+    each overwrites its input, which the layer before may have saved for backward."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    out: list[str] = []
+    for name, val in list(frame.f_locals.items()):
+        if isinstance(val, torch.nn.Module):
+            for sub, mod in val.named_modules():
+                if getattr(mod, "inplace", False) is True and len(out) < 5:
+                    out.append(f"{name}.{sub} ({type(mod).__name__})" if sub else f"{name} ({type(mod).__name__})")
     return out
 
 

@@ -159,7 +159,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
         + "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace "
         "operation: [torch.FloatTensor [4, 8]], which is output 0 of ReluBackward0, is at version 2; expected "
         "version 1 instead.\n",
-        ["shape [4, 8]", "ReluBackward0", "`relu` was the last op", "version 2, backward expected 1", "`relu_()`"],
+        ["shape [4, 8]", "ReluBackward0", "`relu` produced it or wrote it last", "version 2, backward expected 1", "what `relu` returned"],
     ),
     "backward_twice": (
         TB.replace("loss = criterion(pred, mask)", "loss.backward()")

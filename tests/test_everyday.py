@@ -153,7 +153,7 @@ def test_inplace_relu_after_use_reports_the_tensor_its_version_and_the_write() -
     assert inc.rule == "inplace_modified"
     assert inc.facts["tensor_shape"] == [4, 8]
     assert (inc.facts["version"], inc.facts["expected_version"], inc.facts["inplace_writes"]) == (1, 0, 1)
-    assert inc.facts["last_op"] == "relu"  # its grad_fn now: the in-place relu_ wrote it last
+    assert inc.facts["last_op"] == "relu"  # its grad_fn: the in-place relu_ wrote it last
     assert inc.facts["inplace_candidates"][0]["code"] == "h.relu_()"
     assert "`h.relu_()`" in inc.guide["fix"]
 
@@ -637,3 +637,32 @@ def test_no_grad_fn_with_every_parameter_frozen_says_unfreeze() -> None:
     inc = root(frozen)
     assert "Every parameter of `model` has `requires_grad=False`" in inc.guide["why"]
     assert inc.guide["fix"].startswith("Unfreeze the parameters you mean to train")
+
+
+def test_an_inplace_layer_in_the_model_is_named_for_an_inplace_error() -> None:
+    class Net(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+            self.act = nn.ReLU(inplace=True)
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return self.act(torch.sigmoid(self.fc(x)))
+
+    def train_step() -> None:
+        model = Net()
+        out = model(torch.rand(4, 8)).sum()
+        out.backward()
+
+    inc = root(train_step)
+    assert inc.rule == "inplace_modified" and inc.facts["inplace_layers"] == ["model.act (ReLU)"]
+    assert inc.guide["fix"].startswith("Build `model.act (ReLU)` with `inplace=False`")
+    assert "`sigmoid` produced it or wrote it last" in inc.guide["what"]
+
+
+def test_collate_of_lists_of_different_lengths() -> None:
+    from torch.utils.data import default_collate
+
+    inc = root(lambda: default_collate([[1, 2], [1, 2, 3]]))
+    assert inc.rule == "collate_size_mismatch" and inc.confidence >= 0.9 and "inferred_from" not in inc.facts
+    assert "pad_sequence" in inc.guide["fix"]

@@ -243,6 +243,7 @@ MESSAGES = {
     "backward_twice": "Trying to backward through the graph a second time (or directly access saved tensors after they have "
     "already been freed).",
     "no_grad_fn": "element 0 of tensors does not require grad and does not have a grad_fn",
+    "collate_lengths": "each element in list of batch should be of equal size",
     "stack_sizes": "stack expects each tensor to be equal size, but got [3, 32, 32] at entry 0 and [3, 33, 32] at entry 1",
 }
 

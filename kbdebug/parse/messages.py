@@ -101,8 +101,8 @@ def _view_numel(out: Fields) -> Fields:
 
 
 def _inplace(out: Fields) -> Fields:
-    """`which is output 0 of ReluBackward0, is at version 2; expected version 1`: the op that last produced the
-    tensor (`relu`: its grad_fn now, so an in-place op when it was one that changed it), and how many in-place
+    """`which is output 0 of ReluBackward0, is at version 2; expected version 1`: the op named by the tensor's
+    grad_fn (`relu`: the op that produced it, or the in-place op that wrote it last), and how many in-place
     writes changed it since it was saved."""
     vals = out["values"]
     derived: Fields = {"inplace_writes": int(vals.get("version", 0)) - int(vals.get("expected_version", 0))}
