@@ -110,6 +110,9 @@ class Diagnosis(BaseModel):
             ran = [r for r in results if r.passed is not None]
             if any(r.passed is False for r in ran):
                 inc.confidence = max(inc.confidence, 0.99)
+            elif ran and len(ran) == len(results) and inc.device_evidence:
+                # a kernel assertion (or guard()) proved the cause: a clean batch shows only where it is not
+                self.notes.append(f"{inc.rule}: every check passed on the given tensors: the bad values are in another batch")
             elif ran and len(ran) == len(results):
                 inc.confidence = round(inc.confidence * 0.5, 2)
                 self.notes.append(f"{inc.rule}: every check passed on the given tensors; the cause may be in other inputs")

@@ -10,6 +10,7 @@ shows, numbered after the extra log text read with it.
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import re
@@ -126,6 +127,17 @@ def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) ->
         tensors = frame_tensors(frame, code)
         if tensors:
             inc.facts["frame_tensors"] = tensors
+        modules = _frame_modules(frame)
+        if modules:
+            inc.facts["frame_modules"] = modules
+        shape = inc.facts.get("tensor_shape")
+        if isinstance(shape, list):  # a tensor saved for backward was written in place: where, in this function
+            writes = _inplace_writes(frame, line, shape)
+            if writes:
+                inc.facts["inplace_candidates"] = writes
+            layers = _inplace_layers(frame)
+            if layers:
+                inc.facts["inplace_layers"] = layers
         diag.keep_inputs(frame_inputs(frame, code))
 
 
@@ -169,6 +181,69 @@ def _add_frame_shapes(rec: PyException, exc: BaseException) -> None:
         rec.frame_target_shape, rec.frame_input_shape = tensors[labels[0]]["shape"], tensors[others[0]]["shape"]
 
 
+# In-place writes as code spells them: `h.relu_()`, `x += y`, `x[mask] = v` (the written name first).
+_INPLACE = re.compile(
+    r"^\s*(?:([A-Za-z_][\w.]*)\.(?!_)\w+_\(|([A-Za-z_][\w.]*)\s*(?:[-+*/@%&|^]|//|\*\*)=|([A-Za-z_][\w.]*)\[[^\]]*\]\s*=[^=])"
+)
+
+
+def _lookup(frame: FrameType, name: str) -> Any:
+    """A name as the failing line sees it: a local, else a module global (`x` used inside a function or
+    lambda), following attributes (`self.embed`)."""
+    head, *rest = name.split(".")
+    val = frame.f_locals[head] if head in frame.f_locals else frame.f_globals.get(head)
+    for attr in rest:
+        val = getattr(val, attr, None)
+    return val
+
+
+def _inplace_writes(frame: FrameType, line: int, shape: list[int]) -> list[dict[str, Any]]:
+    """The lines of the failing function, before the failing line, that write in place to a tensor of `shape`:
+    where the tensor that backward found modified was most likely changed."""
+    torch = sys.modules.get("torch")
+    try:
+        lines, start = inspect.getsourcelines(frame.f_code)
+    except (OSError, TypeError):
+        return []
+    out: list[dict[str, Any]] = []
+    for no, text in enumerate(lines, start):
+        m = _INPLACE.match(text) if no < line else None
+        name = next((g for g in m.groups() if g), None) if m else None
+        val = _lookup(frame, name) if name else None
+        if torch is not None and isinstance(val, torch.Tensor) and list(val.shape) == shape:
+            out.append({"code": text.strip(), "line": no})
+    return out[:3]
+
+
+def _frame_modules(frame: FrameType) -> dict[str, dict[str, int]]:
+    """The modules the failing function holds, with how many of their parameters train: whether a graph
+    could reach a parameter at all (`requires_grad=False` everywhere) or was cut on the way."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for name, val in list(frame.f_locals.items()):
+        if isinstance(val, torch.nn.Module) and len(out) < 4:
+            params = list(val.parameters())
+            out[name] = {"parameters": len(params), "trainable": sum(1 for p in params if p.requires_grad)}
+    return out
+
+
+def _inplace_layers(frame: FrameType) -> list[str]:
+    """Layers built with `inplace=True` in the modules the failing function holds (`model.block.act (ReLU)`):
+    each overwrites its input, which the layer before may have saved for backward."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    out: list[str] = []
+    for name, val in list(frame.f_locals.items()):
+        if isinstance(val, torch.nn.Module):
+            for sub, mod in val.named_modules():
+                if getattr(mod, "inplace", False) is True and len(out) < 5:
+                    out.append(f"{name}.{sub} ({type(mod).__name__})" if sub else f"{name} ({type(mod).__name__})")
+    return out
+
+
 def frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str, dict[str, Any]]:
     """Shape, dtype and device of the tensors named on the failing line (metadata only: no kernel
     runs, so this is safe after a device-side assert has poisoned the CUDA context)."""
@@ -177,7 +252,7 @@ def frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str,
         return {}
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
-        val = frame.f_locals.get(name)
+        val = _lookup(frame, name)
         if isinstance(val, torch.Tensor):
             info: dict[str, Any] = {"shape": list(val.shape), "dtype": dtype_name(val.dtype), "device": str(val.device)}
             if values and val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
@@ -197,10 +272,17 @@ def frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
     torch = sys.modules.get("torch")
     out: dict[str, Any] = {}
     if torch is not None:
-        for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
-            val = frame.f_locals.get(name)
-            if isinstance(val, (torch.Tensor, torch.nn.Module)):
-                out[name] = val
+        for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", code)):
+            for part in _prefixes(name):  # `self.embed(input_ids)`: `self`, and `self.embed` as `embed`
+                val = _lookup(frame, part)
+                if isinstance(val, (torch.Tensor, torch.nn.Module)):
+                    out.setdefault(part.rsplit(".", 1)[-1], val)
     for key, val in call_settings(code).items():
         out.setdefault(key, val)
     return out
+
+
+def _prefixes(name: str) -> list[str]:
+    """`a.b.c` -> `a`, `a.b`, `a.b.c`."""
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]

@@ -23,3 +23,18 @@ def plain_number(x: Any) -> Any:
 def dtype_name(dtype: Any) -> str:
     """`torch.float32` -> `float32`."""
     return str(dtype).removeprefix("torch.")
+
+
+_UNITS = {"b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def size_bytes(text: object) -> int | None:
+    """`2.00 GiB` / `512.00 MiB` / `20 bytes` as printed in an OOM message -> bytes; None when not a size."""
+    parts = str(text or "").replace(",", "").split()
+    if len(parts) != 2:
+        return None
+    unit = _UNITS.get(parts[1].lower().removesuffix("ytes") if parts[1].lower().startswith("byte") else parts[1].lower())
+    try:
+        return int(float(parts[0]) * unit) if unit else None
+    except ValueError:
+        return None

@@ -44,6 +44,19 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     "scores_tensor": "the floating tensor of rank >= 2 on the failing line (the scores)",
     "num_classes": "the class count: the call's literal setting, or the scores' dim 1",
     "call_settings": "the literal keyword arguments on the failing line",
+    "label_name": "the label's name on the failing line (by how code names labels)",
+    "pred_name": "the prediction's name on the failing line",
+    "dtype_found": "the dtype that clashed, as torch names it (`float64`)",
+    "dtype_wanted": "the dtype the op wanted",
+    "cast_call": "the call that converts to the wanted dtype (`.float()`)",
+    "odd_operand": "which operand of the message holds the odd dtype (`mat1`, `input`)",
+    "cast_tensor": "the failing line's tensor to convert",
+    "viewed_tensor": "the tensor the failing line views or reshapes",
+    "viewed_shape": "its shape",
+    # the live frames (kbdebug.live)
+    "frame_modules": "the modules the failing function holds, with their parameter and trainable counts",
+    "inplace_candidates": "the failing function's in-place writes to a tensor of the saved tensor's shape",
+    "inplace_layers": "layers built with inplace=True in the failing function's modules",
     # the guide filler
     "script": "the script to rerun: the user's frame's file, or the command's",
 }

@@ -138,6 +138,46 @@ CASES: dict[str, tuple[str, list[str]]] = {
         [],
     ),
     "batch_size_mismatch": (TB + "ValueError: Expected input batch_size (48) to match target batch_size (12).\n", []),
+    "dtype_mismatch": (
+        TB.replace("loss = criterion(pred, mask)", "out = model(batch)")
+        + "RuntimeError: mat1 and mat2 must have the same dtype, but got Double and Float\n",
+        ["float64 where it needs float32", "`mat1` is float64", "`x = x.float()`", "numpy", "out = model(batch)"],
+    ),
+    "reshape_size_mismatch": (
+        TB.replace("loss = criterion(pred, mask)", "x = feats.view(8, 3, 2048)")
+        + "RuntimeError: shape '[8, 3, 2048]' is invalid for input of size 24576\n",
+        ["`feats` holds 24576 elements", "[8, 3, 2048]", "holds 49152", "`feats.view(feats.size(0), -1)`"],
+    ),
+    "view_not_contiguous": (
+        TB.replace("loss = criterion(pred, mask)", "flat = xt.view(4, -1)")
+        + "RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension "
+        "spans across two contiguous subspaces). Use .reshape(...) instead.\n",
+        ["`xt.reshape(...)`", "`xt.contiguous().view(...)`", "flat = xt.view(4, -1)"],
+    ),
+    "inplace_modified": (
+        TB.replace("loss = criterion(pred, mask)", "loss.backward()")
+        + "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: [torch.FloatTensor [4, 8]], which is output 0 of ReluBackward0, is at version 2; expected "
+        "version 1 instead.\n",
+        ["shape [4, 8]", "ReluBackward0", "`relu` produced it or wrote it last", "version 2, backward expected 1", "what `relu` returned"],
+    ),
+    "backward_twice": (
+        TB.replace("loss = criterion(pred, mask)", "loss.backward()")
+        + "RuntimeError: Trying to backward through the graph a second time (or directly access saved tensors after "
+        "they have already been freed).\n",
+        ["`loss.backward()`", "`hidden = hidden.detach()`", "`running_loss += loss.item()`", "retain_graph=True"],
+    ),
+    "no_grad_fn": (
+        TB.replace("loss = criterion(pred, mask)", "total.backward()")
+        + "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn\n",
+        ["`total` does not require grad", "torch.no_grad()", "`total.requires_grad = True` silences"],
+    ),
+    "collate_size_mismatch": (
+        TB.replace("loss = criterion(pred, mask)", "for images, labels in loader:")
+        + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and "
+        "[3, 200, 300] at entry 1\n",
+        ["entry 0 is [3, 224, 224] and entry 1 is [3, 200, 300]", "dim 1 2 differ", "transforms.Resize"],
+    ),
 }
 
 UNFILLED = re.compile(r"``|` `|\bat :|\bNone\b|\{\{|\{%|\s\(\s*\)|\s\[\s*\]|\bin block ,|\bfor dimension  ")

@@ -56,6 +56,19 @@ RULE_FIXTURES = {
     "sanitizer_initcheck": "========= Uninitialized __global__ memory read of size 4 bytes\n=========     at v(int *)+0x70 in m.cu:41\n=========     by thread (31,0,0) in block (1,0,0)\n",
     "sanitizer_synccheck": "========= Barrier error detected. Divergent thread(s) in warp\n=========     at D(int *, int)+0xf0 in divergence.cu:79\n=========     by thread (37,0,0) in block (0,0,0)\n",
     "other": TB + "KeyError: 'image'\n",
+    "dtype_mismatch": TB + "RuntimeError: mat1 and mat2 must have the same dtype, but got Double and Float\n",
+    "reshape_size_mismatch": TB + "RuntimeError: shape '[8, 3, 2048]' is invalid for input of size 24576\n",
+    "view_not_contiguous": TB
+    + "RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans "
+    "across two contiguous subspaces). Use .reshape(...) instead.\n",
+    "inplace_modified": TB
+    + "RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: "
+    "[torch.FloatTensor [4, 8]], which is output 0 of ReluBackward0, is at version 2; expected version 1 instead.\n",
+    "backward_twice": TB + "RuntimeError: Trying to backward through the graph a second time (or directly access saved "
+    "tensors after they have already been freed).\n",
+    "no_grad_fn": TB + "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn\n",
+    "collate_size_mismatch": TB + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at "
+    "entry 0 and [3, 200, 300] at entry 1\n",
 }
 
 
@@ -277,7 +290,7 @@ MESSAGE_RULES = [
     ("RuntimeError: CUDA error: the launch timed out and was terminated", "launch_failure"),
     ("RuntimeError: CUDA error: operation not supported", "other"),
     ("RuntimeError: Given input size: (64x1x1). Calculated output size: (64x0x0). Output size is too small", "other"),
-    ("RuntimeError: shape '[-1, 400]' is invalid for input of size 1024", "other"),
+    ("RuntimeError: shape '[-1, 400]' is invalid for input of size 1024", "reshape_size_mismatch"),
     ("RuntimeError: mat1 dim 1 must match mat2 dim 0", "matmul_shape_mismatch"),
     (
         "RuntimeError: size mismatch, m1: [64 x 1024], m2: [512 x 10] at /pytorch/aten/src/THC/generic/THCTensorMathBlas.cu:290",
@@ -296,7 +309,10 @@ MESSAGE_RULES = [
         "RuntimeError: The expanded size of the tensor (3) must match the existing size (4) at non-singleton dimension 1.  Target sizes: [2, 3].  Tensor sizes: [2, 4]",
         "broadcast_shape_mismatch",
     ),
-    ("RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5", "other"),
+    (
+        "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5",
+        "collate_size_mismatch",
+    ),
     (
         "RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 32 but got size 31 for tensor number 1 in the list.",
         "broadcast_shape_mismatch",
@@ -347,7 +363,7 @@ Original Traceback (most recent call last):
     return torch.stack(imgs)
 RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5
 """,
-        "other",
+        "collate_size_mismatch",
         "/home/u/proj/dataset.py:52",
     ),
     (

@@ -240,6 +240,28 @@ MESSAGES = {
     "monai_same": "y_pred and y should have same shapes, got torch.Size([2, 3, 96, 96]) and torch.Size([2, 1, 96, 96]).",
     "metric_same": "Predictions and targets are expected to have the same shape, but got torch.Size([8, 10]) and torch.Size([8]).",
     "ignite_shape": "y_pred must have shape (batch_size, num_classes (currently set to 4), ...) and y must have shape of (batch_size, ...), but given torch.Size([8, 1]) vs torch.Size([8, 4]).",
+    "device_mismatch_arg": "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! "
+    "(when checking argument for argument target in method wrapper_CUDA_nll_loss2d_forward)",
+    "dtype_pair": "mat1 and mat2 must have the same dtype, but got Double and Float",
+    "dtype_pair_expected": "expected m1 and m2 to have the same dtype, but got: long int != float",
+    "dtype_vectors": "expected both vectors to have same dtype, but found Float and Double",
+    "input_bias_type": "Input type (c10::Half) and bias type (float) should be the same",
+    "found_dtype": "Found dtype Double but expected Float",
+    "result_cast": "result type Float can't be cast to the desired output type Long",
+    "index_put_dtype": "Index put requires the source and destination dtypes match, got Float for the destination and Double for the source.",
+    "rnn_dtype": "RNN input dtype (torch.float64) does not match weight dtype (torch.float32). Convert input: input.to(torch.float32)",
+    "index_dtype": "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; "
+    "but got torch.FloatTensor instead (while checking arguments for embedding)",
+    "view_size": "shape '[-1, 3, 2047]' is invalid for input of size 24576",
+    "view_stride": "view size is not compatible with input tensor's size and stride (at least one dimension spans across two "
+    "contiguous subspaces). Use .reshape(...) instead.",
+    "inplace_version": "one of the variables needed for gradient computation has been modified by an inplace operation: "
+    "[torch.FloatTensor [4, 8]], which is output 0 of ReluBackward0, is at version 2; expected version 1 instead.",
+    "backward_twice": "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+    "already been freed).",
+    "no_grad_fn": "element 0 of tensors does not require grad and does not have a grad_fn",
+    "collate_lengths": "each element in list of batch should be of equal size",
+    "stack_sizes": "stack expects each tensor to be equal size, but got [3, 32, 32] at entry 0 and [3, 33, 32] at entry 1",
 }
 
 OOM = [

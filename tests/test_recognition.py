@@ -196,7 +196,7 @@ SHAPES = {
     "two images of a batch, not a prediction/label pair": (
         TB.format(code="return torch.stack(imgs)")
         + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5\n",
-        "other",
+        "collate_size_mismatch",
         {},
     ),
 }

@@ -103,6 +103,9 @@ def context_facts(inc: Incident, origin: str | None = None, device_side: bool = 
     if libs:
         facts["libraries"] = libs
     facts.update(tensor_roles(inc.facts.get("frame_tensors") or {}))
+    facts.update(operand_names(str(inc.facts.get("user_code") or ""), inc.facts.get("frame_tensors") or {}))
+    facts.update(dtype_roles({**inc.facts, **facts}))
+    facts.update(source_tensor(inc.facts))
     settings = call_settings(str(inc.facts.get("user_code") or ""))
     if settings:
         facts["call_settings"] = settings
@@ -147,6 +150,105 @@ def tensor_roles(tensors: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# How torch's messages name a dtype (`Double`, `double`, `c10::Half`, `long int`, `torch.FloatTensor`,
+# `torch.float64`) -> the name `torch.<name>` has; and the method that converts to it.
+_DTYPES = {
+    "double": "float64", "float64": "float64", "doubletensor": "float64",
+    "float": "float32", "float32": "float32", "floattensor": "float32",
+    "half": "float16", "float16": "float16", "halftensor": "float16",
+    "bfloat16": "bfloat16", "bfloat16tensor": "bfloat16",
+    "long": "int64", "longint": "int64", "int64": "int64", "longtensor": "int64",
+    "int": "int32", "int32": "int32", "inttensor": "int32",
+    "short": "int16", "int16": "int16", "char": "int8", "signedchar": "int8", "int8": "int8",
+    "byte": "uint8", "unsignedchar": "uint8", "uint8": "uint8", "bytetensor": "uint8",
+    "bool": "bool", "booltensor": "bool",
+}  # fmt: skip
+CAST_METHODS = {
+    "float32": ".float()",
+    "float64": ".double()",
+    "float16": ".half()",
+    "bfloat16": ".bfloat16()",
+    "int64": ".long()",
+    "int32": ".int()",
+    "bool": ".bool()",
+}
+DEFAULT_FLOAT = "float32"  # torch's default dtype: what parameters are made in, and so what an input must match
+# Which operand a template's `dtype_a` / `dtype_b` is (the other names its operands itself: `mat1`, `m1`).
+_SIDES = {"input_bias_type": ("input", "bias"), "rnn_dtype": ("input", "weight"), "index_put_dtype": ("source", "destination")}
+
+
+def torch_dtype(name: object) -> str | None:
+    """`Double` / `double` / `c10::Half` / `torch.cuda.FloatTensor` / `torch.float64` -> `float64`."""
+    text = re.sub(r"^(?:torch\.(?:cuda\.)?|c10::|at::)", "", str(name or "").strip().strip("'\"")).lower().replace(" ", "")
+    return _DTYPES.get(text)
+
+
+def dtype_roles(facts: dict[str, Any]) -> dict[str, Any]:
+    """For a dtype clash: the dtype the op wanted and the one it found (torch's names), which operand of the
+    message holds the odd one, and the tensor on the failing line that does (`cast_tensor`) with the call that
+    converts it (`cast_call`). The wanted dtype is torch's default float when it is one of the two: parameters
+    are made in it, so the other side (a numpy float64 batch, a half input on the CPU) is what to convert."""
+    template = str(facts.get("message_template") or "")
+    a = torch_dtype(facts.get("dtype_a") or facts.get("found"))
+    b = torch_dtype(facts.get("dtype_b") or facts.get("expected"))
+    if template == "index_dtype":
+        a, b = a, "int64"
+    elif template == "not_implemented":  # `"addmm_impl_cpu_" not implemented for 'Half'`: one dtype, the op lacks it
+        a, b = torch_dtype(facts.get("found")), DEFAULT_FLOAT
+    if a is None or b is None or a == b:
+        return {}
+    found, wanted = (b, a) if a == DEFAULT_FLOAT and template != "index_dtype" else (a, b)
+    out: dict[str, Any] = {"dtype_found": found, "dtype_wanted": wanted, "cast_call": CAST_METHODS.get(wanted, f".to(torch.{wanted})")}
+    names = _SIDES.get(template) or (facts.get("operand_a"), facts.get("operand_b"))
+    if names[0] and names[1]:
+        out["odd_operand"] = names[0] if found == a else names[1]
+    tensors = facts.get("frame_tensors") or {}
+    odd = [n for n, t in tensors.items() if isinstance(t, dict) and t.get("dtype") == found]
+    if len(odd) > 1 and facts.get("label_name") in odd:  # a loss: floats are the prediction's to have, indices the label's
+        wants_index = wanted.startswith(("int", "uint"))
+        odd = [n for n in odd if (n == facts["label_name"]) == wants_index]
+    if len(odd) == 1:
+        out["cast_tensor"] = odd[0]
+    return out
+
+
+def source_tensor(facts: dict[str, Any]) -> dict[str, Any]:
+    """The tensor on the failing line that a view/reshape was asked of: the one holding `numel` elements."""
+    numel = facts.get("numel")
+    tensors = facts.get("frame_tensors") or {}
+    if not isinstance(numel, int) or not tensors:
+        return {}
+    for name, t in tensors.items():
+        shape = t.get("shape") if isinstance(t, dict) else None
+        if isinstance(shape, list):
+            size = 1
+            for d in shape:
+                size *= d
+            if size == numel:
+                return {"viewed_tensor": name, "viewed_shape": shape}
+    return {}
+
+
+def operand_names(code: str, tensors: dict[str, Any]) -> dict[str, Any]:
+    """The user's own names for the label and the prediction (`label_name`, `pred_name`), for guides to say
+    `label`/`logits` where the failing line does: from the tensors on the line when they were read, else from
+    the two plain-name arguments of the line's call (`loss = criterion(logits, label)`)."""
+    names = [n for n in tensors if isinstance(tensors[n], dict) and len(tensors[n].get("shape", [])) >= 1]
+    if not names:
+        try:
+            tree = ast.parse(code.strip().rstrip(":"))
+        except SyntaxError:
+            return {}
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        args = [a.id for a in calls[0].args if isinstance(a, ast.Name)] if calls else []
+        names = args if len(args) == 2 else []
+    labels = [n for n in names if LABEL_NAME.search(n)]
+    others = [n for n in names if n not in labels]
+    if len(labels) == 1 and len(others) == 1:
+        return {"label_name": labels[0], "pred_name": others[0]}
+    return {}
+
+
 def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
     """The commands that can help in the incident's context, notebook forms substituted."""
     have: set[str] = set()
@@ -182,3 +284,18 @@ def keep_applicable(diag: Diagnosis) -> None:
     """Keep, of each incident's filled commands, those that can help in its context."""
     for inc in diag.incidents:
         inc.commands = applicable(inc.commands, inc.facts)
+        inc.references = [url for url in inc.references if library_of(url) in (None, *inc.facts.get("libraries", ()))]
+
+
+# Libraries that document themselves on a site of their own: a reference there helps only where the frames run
+# through that library (a MONAI page for a hand-written Dice or a BCE error is noise).
+_LIBRARY_SITES = (
+    (re.compile(r"//(?:[\w-]+\.)*monai\.io/"), "monai"),
+    (re.compile(r"//huggingface\.co/docs/transformers"), "transformers"),
+    (re.compile(r"//(?:[\w-]+\.)*lightning\.ai/"), "lightning"),
+)
+
+
+def library_of(url: str) -> str | None:
+    """The package a reference documents, when it is a library's own site (see _LIBRARY_SITES)."""
+    return next((lib for rx, lib in _LIBRARY_SITES if rx.search(url)), None)

@@ -153,6 +153,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
     incidents: dict[str, Incident] = {}
     captures: dict[str, dict[str, str]] = {}
     found_all = [best_rule(rec, kb) for rec in records]
+    templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
     for rec, found in zip(records, found_all, strict=True):
         if found is None:
@@ -169,12 +170,17 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         captures.setdefault(rule.id, {}).update(captured(m, rec))
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
+        else:
+            templated.add(rule.id)
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
+    for rule_id in templated:  # `inferred_from` marks an inferred cause only (README: confidence below 0.8)
+        incidents[rule_id].facts.pop("inferred_from", None)
     locators = _locate_in_traceback(records, found_all, incidents)
+    secondary = _secondary(records)
     for inc in incidents.values():
         inc.first_failure = first_failure(inc.records)
         # the Python exception the user saw names the error; C++ and CUDA records add what it lacks
-        for rec in sorted(inc.records, key=_fact_rank):
+        for rec in sorted(inc.records, key=lambda r: _fact_rank(r) + (0.5 if id(r) in secondary else 0)):
             for key, val in rec.facts().items():
                 if not (key == "error_message" and id(rec) in locators):
                     inc.facts.setdefault(key, val)
@@ -182,7 +188,15 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
             inc.facts.setdefault(key, val)
     roots = _fold_consequences(list(incidents.values()), kb)
     # device evidence first (it is the cause of what follows); the catch-all only after every named cause
-    roots.sort(key=lambda i: (0 if i.device_evidence else 1, kb.tagged(i.rule, "fallback"), i.first_line))
+    # a warning, or an exception another was raised while handling, is never the root of a later error's incident
+    roots.sort(
+        key=lambda i: (
+            0 if i.device_evidence else 1,
+            kb.tagged(i.rule, "fallback"),
+            all(id(r) in secondary for r in i.records),
+            i.first_line,
+        )
+    )
     for inc in roots:
         root_rule = kb.get(inc.rule)
         assert root_rule is not None
@@ -191,6 +205,28 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.checks = list(root_rule.checks)
         inc.commands = list(root_rule.commands)
     return Diagnosis(source=source, incidents=roots)
+
+
+def _secondary(records: list[Record]) -> set[int]:
+    """Records that do not say why the job ended: warnings (printed before an error, often unrelated), and an
+    exception that another was raised while handling (`During handling of the above exception, another
+    exception occurred`: the final error, `DataLoader worker (pid N) is killed by signal`, is what the job died
+    of; the `EOFError` of the pipe it was reading is how it noticed)."""
+    out: set[int] = set()
+    last_exc: Record | None = None
+    warned = [
+        (r.first_line, r.last_line) for r in records if r.kind == "exception" and (getattr(r, "exc_type", "") or "").endswith("Warning")
+    ]
+    for rec in records:
+        if any(a <= rec.first_line <= b for a, b in warned):  # the warning, and the templates read off its lines
+            out.add(id(rec))
+            continue
+        if rec.kind != "exception":
+            continue
+        if getattr(rec, "chained", None) == "context" and last_exc is not None:
+            out.add(id(last_exc))
+        last_exc = rec
+    return out
 
 
 def _fact_rank(rec: Record) -> int:

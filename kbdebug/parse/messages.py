@@ -46,6 +46,12 @@ class MessageTree(FieldTransformer):
     def found(self, children: list[Token]) -> Fields:
         return {"found": unquote(str(value(children[0])))}
 
+    def view_shape(self, children: list[Token]) -> Fields:  # `[-1, 3, 2048]`: -1 is the dim view infers
+        return {"view_shape": [int(t) for t in children]}
+
+    def tensor_shape(self, children: list[Shape]) -> Fields:
+        return {"tensor_shape": list(children[0])}
+
     def supported_archs(self, children: list[Token]) -> Fields:
         return {"supported_archs": [str(t) for t in children]}
 
@@ -92,9 +98,33 @@ def _flattened(out: Fields) -> Fields:
     return {} if k is None else {"flattened_classes": k}
 
 
+def _view_numel(out: Fields) -> Fields:
+    """`shape '[8, 3, 2048]' is invalid for input of size 24576`: how many elements the shape asks for
+    (the product of its known dims; `-1` is inferred), so a guide can say what is missing."""
+    known = [d for d in out["values"].get("view_shape", []) if d >= 0]
+    product = 1
+    for d in known:
+        product *= d
+    return {"view_numel": product, "view_infers": len(known) < len(out["values"].get("view_shape", []))}
+
+
+def _inplace(out: Fields) -> Fields:
+    """`which is output 0 of ReluBackward0, is at version 2; expected version 1`: the op named by the tensor's
+    grad_fn (`relu`: the op that produced it, or the in-place op that wrote it last), and how many in-place
+    writes changed it since it was saved."""
+    vals = out["values"]
+    derived: Fields = {"inplace_writes": int(vals.get("version", 0)) - int(vals.get("expected_version", 0))}
+    fn = str(vals.get("grad_fn") or "")
+    if fn:
+        derived["last_op"] = re.sub(r"Backward\d*$", "", fn).lower() or fn
+    return derived
+
+
 # Values a template implies rather than names: anomaly mode names the backward function, which is the op.
 _DERIVED = {
     "batch_size": _flattened,
+    "view_size": _view_numel,
+    "inplace_version": _inplace,
     "target_size_nd": _extra_singleton,
     "anomaly_nan": lambda out: {"op": out["values"].get("backward_function")},
     "anomaly_detected": lambda out: {"op": out["values"].get("backward_function")},

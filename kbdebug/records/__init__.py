@@ -20,6 +20,7 @@ from kbdebug.records.base import Record, Triple
 from kbdebug.records.job import ProcessExit
 from kbdebug.shapes import SHAPE_FACTS, relation, shape_facts, shapes_in
 from kbdebug.stamps import parse_stamp
+from kbdebug.values import size_bytes
 
 __all__ = ["ProcessExit", "Record", "Triple"]
 
@@ -354,7 +355,7 @@ class Oom(Record):
     """A CUDA out-of-memory message; figures kept as printed (`2.00 GiB`)."""
 
     kind: Literal["oom"] = "oom"
-    FACTS = ("error_type",)
+    FACTS = ("error_type", "fragmented")
     FIELD_FACTS = (
         "tried_to_allocate",
         "total_capacity",
@@ -388,6 +389,10 @@ class Oom(Record):
         f = super().facts() | self._fields(*self.FIELD_FACTS)
         if self.exc_type:
             f["error_type"] = self.exc_type
+        spare, want, total = (size_bytes(x) for x in (self.reserved_but_unallocated, self.tried_to_allocate, self.total_capacity))
+        if spare is not None and want is not None:
+            # fragmentation: the spare cached memory would have held the request, and is a real share of the card
+            f["fragmented"] = spare >= want and (total is None or spare >= total // 10)
         return f
 
 
@@ -459,12 +464,25 @@ class TorchMessage(Record):
     """A known PyTorch / MONAI message template, with its values (shapes as lists of ints)."""
 
     kind: Literal["message"] = "message"
-    # and the values messages.lark reads (each named after the field it fills)
-    FACTS = ("message_template", "shapes", "shape_relation", *SHAPE_FACTS)
+    # and the values messages.lark reads (each named after the field it fills), and those its reader
+    # derives from them (kbdebug/parse/messages.py: _DERIVED, _calling_op)
+    FACTS = (
+        "message_template",
+        "shapes",
+        "shape_relation",
+        *SHAPE_FACTS,
+        "op",
+        "extra_singleton_dim",
+        "flattened_classes",
+        "view_numel",
+        "view_infers",
+        "inplace_writes",
+        "last_op",
+    )
     FACTS_FROM_GRAMMAR = "messages"
     template: str
     text: str
-    values: dict[str, str | int | float | bool | None] = {}
+    values: dict[str, str | int | float | bool | list[int] | None] = {}
     shapes: list[list[int]] = []
     input_shape: list[int] | None = None
     target_shape: list[int] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,21 +27,44 @@ from kbdebug.verify.stages import Audit, audit, describe, print_describe, stats
 
 # Names users pass their tensors under, per role (the first one found wins).
 ALIASES: dict[str, tuple[str, ...]] = {
-    "target": ("target", "targets", "label", "labels", "y", "mask", "gt"),
+    "target": ("target", "targets", "label", "labels", "y", "mask", "masks", "gt", "seg", "segmentation"),
     "logits": ("logits", "logit", "pred", "preds", "prediction", "output", "outputs", "out", "input", "y_pred", "scores"),
     "index": ("index", "idx", "indices"),
     "ids": ("input_ids", "ids", "tokens", "position_ids", "index", "indices"),
     "probs": ("probs", "p", "prob", "probabilities", "weights", "input", "pred"),
-    "module": ("model", "module", "net", "embedding", "emb"),
+    "module": ("model", "module", "net", "embedding", "emb", "embed", "embeddings", "word_embeddings", "tok_embeddings"),
     "inputs": ("inputs", "x", "input", "batch", "images", "image"),
 }
 
 
-def _pick(tensors: dict[str, Any], role: str) -> Any:
+# The facts that name a role's tensor as the failing line calls it (`diagnose(exc)` reads them off the line).
+_ROLE_FACTS: dict[str, tuple[str, ...]] = {
+    "target": ("label_name", "index_tensor"),
+    "logits": ("pred_name", "scores_tensor"),
+    "index": ("index_tensor",),
+    "ids": ("index_tensor",),
+}
+
+
+def _pick(tensors: dict[str, Any], role: str, facts: dict[str, Any] | None = None) -> Any:
+    """The tensor playing `role`: the one the diagnosis named on the failing line, else the first alias given."""
+    for key in _ROLE_FACTS.get(role, ()):
+        name = (facts or {}).get(key)
+        if isinstance(name, str) and name in tensors:
+            return tensors[name]
     for name in ALIASES[role]:
         if name in tensors:
             return tensors[name]
     return None
+
+
+# A binary cross-entropy call (the message or the failing lines say so): float targets of the input's shape.
+_BCE = re.compile(r"(?i)binary_cross_entropy|\bBCE(?:WithLogits)?Loss\b|\bbce\b")
+
+
+def _is_bce(facts: dict[str, Any]) -> bool:
+    text = " ".join(str(facts.get(k) or "") for k in ("user_code", "raised_code", "error_message", "op"))
+    return bool(_BCE.search(text))
 
 
 def _needs(name: str, *roles: str) -> CheckResult:
@@ -49,7 +73,13 @@ def _needs(name: str, *roles: str) -> CheckResult:
 
 
 def _run_class_targets(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
-    target, logits = _pick(t, "target"), _pick(t, "logits")
+    if _is_bce(facts):
+        return CheckResult(
+            name="class_targets",
+            passed=None,
+            finding="not run: binary cross-entropy takes float targets of the input's shape, not class indices",
+        )
+    target, logits = _pick(t, "target", facts), _pick(t, "logits", facts)
     n = t.get("num_classes") or facts.get("num_classes")
     if target is None or (logits is None and n is None):
         return _needs("class_targets", "target", "logits")
@@ -57,7 +87,7 @@ def _run_class_targets(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
 
 
 def _run_index(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
-    index = _pick(t, "index")
+    index = _pick(t, "index", facts)
     size = t.get("size") or facts.get("size") or facts.get("num_embeddings")
     src = t.get("src") or t.get("source")
     if index is None or (size is None and src is None):
@@ -72,7 +102,7 @@ def _run_index(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
 
 
 def _run_embedding(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
-    ids, emb = _pick(t, "ids"), _pick(t, "module")
+    ids, emb = _pick(t, "ids", facts), _pick(t, "module")
     n = t.get("num_embeddings") or t.get("vocab_size") or t.get("max_position_embeddings")
     if ids is None or (emb is None and n is None):
         return _needs("embedding_ids", "ids", "module")
@@ -80,9 +110,20 @@ def _run_embedding(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
 
 
 def _run_segmentation(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
-    label, pred = _pick(t, "target"), _pick(t, "logits")
+    label, pred = _pick(t, "target", facts), _pick(t, "logits", facts)
     if label is None or pred is None:
         return _needs("segmentation_layout", "target", "logits")
+    if _is_bce(facts):  # BCE compares element-wise: any layout but the input's own shape is the crash itself
+        ok = tuple(label.shape) == tuple(pred.shape)
+        return CheckResult(
+            name="segmentation_layout",
+            passed=ok,
+            values={"target_shape": list(label.shape), "input_shape": list(pred.shape)},
+            finding="target and input have the same shape"
+            if ok
+            else f"binary cross-entropy needs the target in the input's shape: target {list(label.shape)}, input {list(pred.shape)}",
+            fix="" if ok else "give the prediction one channel per target channel (out_channels), or the target the prediction's channels",
+        )
     keys = ("num_classes", "to_onehot", "to_onehot_y", "softmax", "sigmoid", "include_background", "ignore_index")
     return check_segmentation(label, pred, **{k: t[k] for k in keys if k in t})
 
@@ -121,10 +162,11 @@ def _run_shapes(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
 
 
 def _run_target_dtype(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
-    target = _pick(t, "target")
+    target = _pick(t, "target", facts)
     if target is None:
         return _needs("target_dtype", "target")
-    return check_target_dtype(target, loss=t.get("loss", "cross_entropy"), input=_pick(t, "logits"))
+    loss = t.get("loss", "binary_cross_entropy" if _is_bce(facts) else "cross_entropy")
+    return check_target_dtype(target, loss=loss, input=_pick(t, "logits", facts))
 
 
 RUNNERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], CheckResult]] = {

@@ -275,6 +275,15 @@ def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", inp
             return CheckResult(name="target_dtype", passed=True, values=values, finding="int64 class indices")
         if target.is_floating_point() and input is not None and target.shape == input.shape:
             return CheckResult(name="target_dtype", passed=True, values=values, finding=f"{dt} class probabilities")
+        if target.is_floating_point() and target.numel() and not bool((target == target.round()).all()):
+            shape = f" {list(input.shape)}" if input is not None else ""
+            return CheckResult(
+                name="target_dtype",
+                passed=False,
+                values=values,
+                finding=f"{loss} got a {dt} target with fractional values: class probabilities, in another shape than the input",
+                fix=f"keep the probabilities float (.long() would make them 0) and give them the input's shape{shape}",
+            )
         return CheckResult(
             name="target_dtype",
             passed=False,

@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import FrameType, TracebackType
 from typing import Any
 
 import torch
@@ -31,12 +32,17 @@ def _user_site() -> tuple[str, str]:
     from kbdebug.frames import is_library_file
 
     frame = sys._getframe(1)
+    typed: FrameType | None = None  # `python -c` / stdin code: `<string>`, `<stdin>` (no file, but a line)
     while frame is not None:
         name = frame.f_code.co_filename
         if not is_library_file(name):
             code = linecache.getline(name, frame.f_lineno, frame.f_globals).strip()
             return f"{name}:{frame.f_lineno}", code
+        if typed is None and name in ("<string>", "<stdin>"):
+            typed = frame
         frame = frame.f_back  # type: ignore[assignment]
+    if typed is not None:
+        return f"{typed.f_code.co_filename}:{typed.f_lineno}", ""
     return "?", ""
 
 
@@ -65,10 +71,26 @@ def _fail(op: str, arg: str, t: torch.Tensor, bad: torch.Tensor, what: str, fact
         facts["user_code"] = code
     facts.setdefault("target" if arg == "target" else "index", first_val)
     rule = rule_for_op(op)
+    hint = fix_hint(values, facts)
+    if hint:
+        facts["fix_hint"] = hint
     where = f"position {pos[0]}" if pos and t.dim() else "the scalar"
     more = f" ({count} of {t.numel()} values bad: {values})" if count > 1 else ""
     msg = f"{op}: {arg} has {first_val} at {where}, {what}{more} [{rule}]\n  at {site}" + (f": {code}" if code else "")
-    raise KbdebugError(msg, rule=rule, facts=facts)
+    raise KbdebugError(msg + (f"\n  fix: {hint}" if hint else ""), rule=rule, facts=facts)
+
+
+def fix_hint(bad_values: list[Any], facts: dict[str, Any]) -> str:
+    """What to do, from the bad values alone: one value outside a class range, wherever it occurs, is a label
+    that marks pixels or tokens to skip (pass it as `ignore_index`); several are labels past the class count."""
+    n = facts.get("num_classes")
+    if not isinstance(n, int) or not bad_values:
+        return ""
+    if len(bad_values) == 1:
+        v = bad_values[0]
+        return f"if {v} marks pixels/tokens to skip, pass ignore_index={v} to the loss; else remap it into [0, {n})"
+    top = max(v for v in bad_values if isinstance(v, (int, float)))
+    return f"labels reach {top}: the model needs num_classes >= {int(top) + 1}, or the labels must be remapped into [0, {n})"
 
 
 def rule_for_op(op: str) -> str:
@@ -262,6 +284,36 @@ def _take_along_dim(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     _range("take_along_dim", "indices", idx, -size, size, dim=dim, size=size)
 
 
+def _class_target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """`cross_entropy` on `[B, C, d...]` scores wants `[B, d...]` class indices: a `[B, 1, d...]` label (a mask
+    that kept its channel dim) is refused by torch's host check with a message that names no fix."""
+    inp, target = _arg(args, kwargs, 0, "input"), _arg(args, kwargs, 1, "target")
+    if not (isinstance(inp, torch.Tensor) and isinstance(target, torch.Tensor)) or target.is_floating_point():
+        return
+    if inp.dim() >= 3 and target.dim() == inp.dim() and target.size(1) == 1 and inp.size(1) > 1:
+        site, code = _user_site()
+        rule = rule_for_op("cross_entropy")
+        hint = "drop the channel dim: target.squeeze(1).long()"
+        facts = {
+            "op": "cross_entropy",
+            "argument": "target",
+            "target_shape": list(target.shape),
+            "input_shape": list(inp.shape),
+            "shape_relation": "rank",
+            "got_dims": target.dim(),
+            "expected_dims": inp.dim() - 1,
+            "innermost_user_frame": site,
+            "fix_hint": hint,
+        }
+        if code:
+            facts["user_code"] = code
+        msg = (
+            f"cross_entropy: target has shape {list(target.shape)} against input {list(inp.shape)}: class indices "
+            f"take no channel dim [{rule}]\n  at {site}" + (f": {code}" if code else "") + f"\n  fix: {hint}"
+        )
+        raise KbdebugError(msg, rule=rule, facts=facts)
+
+
 def _wrap(fn: Callable[..., Any], check: Callable[[tuple[Any, ...], dict[str, Any]], None]) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         check(args, kwargs)
@@ -277,6 +329,7 @@ def _wrap(fn: Callable[..., Any], check: Callable[[tuple[Any, ...], dict[str, An
 # on every torch function of the step; wrapping two attributes for the guard's lifetime costs nothing.
 FUNCTION_CHECKS: list[tuple[Any, str, Callable[[tuple[Any, ...], dict[str, Any]], None]]] = [
     (torch.nn.functional, "one_hot", _one_hot),
+    (torch.nn.functional, "cross_entropy", _class_target),
     (torch, "take_along_dim", _take_along_dim),
     (torch.Tensor, "take_along_dim", _take_along_dim),
 ]
@@ -314,5 +367,20 @@ def guard() -> Iterator[None]:
     try:
         with DispatchGuard():
             yield
+    except KbdebugError as exc:
+        _trim(exc.__traceback__)  # the traceback ends at the op the user called, not in kbdebug's checks
+        raise
     finally:
         _unpatch()
+
+
+def _trim(tb: TracebackType | None) -> None:
+    """Cut the traceback's tail of kbdebug frames (in place: contextlib re-raises this very traceback)."""
+    from kbdebug.frames import _PKG_DIR
+
+    prev: TracebackType | None = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_PKG_DIR) and prev is not None:
+            prev.tb_next = None
+            return
+        prev, tb = tb, tb.tb_next

@@ -39,7 +39,14 @@ def label_advice(
     real = [v for v in ints if v not in ignores]
     parts = []
     now = f" (it is {ignore_index})" if ignore_index is not None else ""
-    for v in ignores:
+    if len(ignores) > 1:  # a loss takes one ignore_index: the others must be mapped onto it first
+        keep_v, rest = ignores[-1], ignores[:-1]
+        remap = "; ".join(f"target[target == {v}] = {keep_v}" for v in rest)
+        parts.append(
+            f"{_listed(ignores)} all look like 'ignore' labels, and a loss takes one ignore_index: remap the others onto one "
+            f"({remap}) and pass ignore_index={keep_v}{now}"
+        )
+    for v in ignores if len(ignores) == 1 else ():
         parts.append(f"{v} looks like an 'ignore' label: pass ignore_index={v} to the loss{now}, or remap it before the loss")
     negative = [v for v in real if v < 0]
     above = [v for v in real if v >= classes]
@@ -96,6 +103,14 @@ def check_class_targets(
                 if ok
                 else f"soft targets reach {num(mx) if mx > 1 else num(mn)}: normalise them (softmax, or divide by the row sum)",
             )
+        if target.numel() and not bool((target == target.round()).all()):  # probabilities, not class numbers
+            return CheckResult(
+                name=name,
+                passed=False,
+                values=values,
+                finding=f"target is {values['dtype']} with fractional values: class probabilities, not class indices",
+                fix=_soft_fix(target, logits),
+            )
         return CheckResult(
             name=name,
             passed=False,
@@ -132,6 +147,15 @@ def check_class_targets(
         positions=positions(bad, max_positions),
         finding=f"{count} of {t.numel()} targets outside [0, {num_classes}) (ignore_index={ignore_index}): {shown}",
         fix=label_advice(bad_values, low, high, num_classes, ignore_index),
+    )
+
+
+def _soft_fix(target: torch.Tensor, logits: torch.Tensor | None) -> str:
+    """Soft labels: `.long()` would turn every probability into 0; they need the scores' shape instead."""
+    want = f" {list(logits.shape)}" if logits is not None else ""
+    return (
+        f"keep it float (.long() would truncate the probabilities to 0) and give it the scores' shape{want}: "
+        "one probability per class; or, if it should hold class indices, find where it became fractional"
     )
 
 
