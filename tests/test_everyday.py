@@ -259,10 +259,14 @@ def test_a_warning_before_an_unrelated_traceback_is_never_the_root() -> None:
         "    expanded_input, expanded_target = torch.broadcast_tensors(input, target)\n"
         "RuntimeError: The size of tensor a (3) must match the size of tensor b (5) at non-singleton dimension 1\n"
     )
-    inc = diagnose_text(log).incidents[0]
+    incidents = diagnose_text(log).incidents
+    inc = incidents[0]
     assert inc.facts["error_type"] == "RuntimeError"
     assert inc.rule == "broadcast_shape_mismatch"
     assert "`nn.Linear(..., 5)`" in inc.guide["fix"] and "one-hot" not in guide(inc)
+    warned = incidents[1]  # the warning stays, after the error, described as a warning with no empty code span
+    assert warned.guide["what"].startswith("The loss warned that its target differs in size")
+    assert "``" not in guide(warned) and "cross_entropy" not in warned.guide["fix"]
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
