@@ -27,6 +27,19 @@ KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 
 
+_GLOBAL_KB: list[Path] = []  # `kbdebug --kb DIR explain ...`: the group's option, read by every command
+
+
+def set_global_kb(dirs: list[Path] | None) -> None:
+    _GLOBAL_KB[:] = dirs or []
+
+
+def kb_dirs(local: list[Path] | None) -> list[Path] | None:
+    """The rule directories a command uses: those given before the command, then its own `--kb`."""
+    dirs = [*_GLOBAL_KB, *(local or [])]
+    return list(dict.fromkeys(dirs)) or None
+
+
 def fail(message: str) -> NoReturn:
     """A usage or input error: one line on stderr, exit status 2 (never a traceback)."""
     typer.echo(f"kbdebug: {message}", err=True)

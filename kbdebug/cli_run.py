@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kbdebug.cli_options import Format, FormatOption, KbOption, fail
+from kbdebug.cli_options import Format, FormatOption, KbOption, fail, kb_dirs
 from kbdebug.term import output_width, use_color
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
@@ -32,6 +32,7 @@ def run_cmd(
     kb: KbOption = None,
 ) -> None:
     """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
+    kb = kb_dirs(kb)  # `kbdebug --kb DIR run ...` too
     from kbdebug.api import diagnose_regions
     from kbdebug.kb import RuleFileError
     from kbdebug.render import render

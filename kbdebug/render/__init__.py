@@ -150,8 +150,11 @@ def json_line(diag: Diagnosis) -> str:
     return json.dumps(_json_object(diag), ensure_ascii=False) + "\n"
 
 
-def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100) -> str:
-    """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY)."""
+def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100, part: str = "all") -> str:
+    """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY).
+
+    `part` ("head", "body", "foot"; HTML only) lets many logs stream into one document: the head once,
+    each log's sections as they are ready, the summary, then the foot."""
     if fmt == "json":
         if len(diags) == 1:
             return json.dumps(_json_object(diags[0]), indent=2, ensure_ascii=False) + "\n"
@@ -173,6 +176,7 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
         md_inline_html=markup.to_html_inline,
         guide_text=guide_text,
         width=max(width, 40),
+        part=part,
     )
 
 
