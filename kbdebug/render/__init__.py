@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import re
@@ -77,10 +78,35 @@ def _fragment_env() -> jinja2.Environment:
     )
 
 
+_QUOTED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("kbdebug_quoted", default=None)
+_SLOT = re.compile("\x00(\\d+)\x00")
+_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
+
+
 def _guide_value(value: Any) -> Any:
-    """A value read from the log, put into a guide (Markdown, usually inside a `code span`): a backtick in
-    it would end the span and let the rest render as Markdown or HTML, so it becomes a look-alike."""
-    return value.replace("`", "\u02cb") if isinstance(value, str) else value
+    """A value read from the log, put into a guide: one holding a backtick or a `<` stands in as a slot,
+    filled once the guide is rendered (see `_fill_slots`), so the user's own text stays copyable as is."""
+    quoted = _QUOTED.get()
+    if quoted is None or not isinstance(value, str) or not any(c in value for c in "`<"):
+        return value
+    quoted.append(value)
+    return f"\x00{len(quoted) - 1}\x00"
+
+
+def _fill_slots(text: str, quoted: list[str], markdown: bool) -> str:
+    """Put the log's values back. In Markdown a code span holding one gets a fence longer than any backtick
+    run inside it (CommonMark's rule), so the message reads and copies as the log printed it; elsewhere its
+    backticks and `<` are backslash-escaped. Facts and commands are not Markdown: values go back as they are."""
+    put = lambda m: quoted[int(m.group(1))]  # noqa: E731
+    if not markdown:
+        return _SLOT.sub(put, text)
+
+    def span(m: re.Match[str]) -> str:
+        body = m.group(2)
+        return md_code(_SLOT.sub(put, body), keep_space=True) if _SLOT.search(body) else m.group(0)
+
+    out = _SPAN.sub(span, text)
+    return _SLOT.sub(lambda m: re.sub(r"([`<])", r"\\\1", quoted[int(m.group(1))]), out)
 
 
 def md_fence(rows: list[Any]) -> str:
@@ -89,10 +115,10 @@ def md_fence(rows: list[Any]) -> str:
     return "`" * max(3, max(runs, default=0) + 1)
 
 
-def md_code(value: Any, table: bool = False) -> str:
+def md_code(value: Any, table: bool = False, keep_space: bool = False) -> str:
     """A log-derived value as a Markdown code span whose fence is longer than any backtick run inside it,
     so `<details>`, `<img>` or backticks in a message show as text wherever the report is pasted."""
-    text = " ".join(str(value).split())
+    text = str(value) if keep_space else " ".join(str(value).split())
     text = text.replace("|", "\\|") if table else text  # a table cell ends at a bare pipe, even in a code span
     if not text:
         return ""
@@ -105,12 +131,17 @@ def _md_inline(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"\1", text)
 
 
-def fill_text(template: str, facts: dict[str, Any]) -> str:
+def fill_text(template: str, facts: dict[str, Any], markdown: bool = False) -> str:
+    """A rule's template filled with the facts; `markdown`: it is a guide section (see `_fill_slots`)."""
+    quoted: list[str] = []
+    token = _QUOTED.set(quoted)
     try:
-        return _fragment_env().get_template(template).render(**facts).strip()
+        return _fill_slots(_fragment_env().get_template(template).render(**facts).strip(), quoted, markdown)
     except (jinja2.TemplateError, SyntaxError, TypeError, ValueError, ArithmeticError) as exc:
         # a guide that cannot render (a user's template, an odd fact value) still leaves a readable report
         return f"{template} (template error: {type(exc).__name__}: {exc})"
+    finally:
+        _QUOTED.reset(token)
 
 
 def _script(facts: dict[str, Any]) -> str:
@@ -130,7 +161,7 @@ def fill_incident(inc: Incident, rule: Rule) -> None:
     ctx = {"script": _script(inc.facts), **inc.facts}
     for key, tmpl in rule.facts.items():
         inc.facts.setdefault(key, fill_text(tmpl, ctx))
-    inc.guide = {key: fill_text(getattr(rule.guide, key), ctx) for key, _ in SECTIONS}
+    inc.guide = {key: fill_text(getattr(rule.guide, key), ctx, markdown=True) for key, _ in SECTIONS}
     inc.commands = [fill_text(c, ctx) for c in rule.commands]
     inc.references = list(rule.references)
     inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)
