@@ -28,6 +28,7 @@ class KnowledgeBase:
     rules: list[Rule] = field(default_factory=list)
     sources: dict[str, Path] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # one line per broken user rule file
+    replaced: list[str] = field(default_factory=list)  # one line per user rule that replaces a bundled one
 
     def get(self, rule_id: str) -> Rule | None:
         for rule in self.rules:
@@ -178,6 +179,8 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
         kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(files, bundled))
         for line in kb.skipped:  # once per process and set of files, not once per diagnosed log
             print(f"kbdebug: warning: rule skipped: {line}", file=sys.stderr)
+        for line in kb.replaced:  # allowed (a user's own wording of a cause), never silent
+            print(f"kbdebug: note: {line}", file=sys.stderr)
     return kb
 
 
@@ -195,6 +198,8 @@ def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
         old = kb.get(rule.id)
         if old is not None:
             kb.rules.remove(old)
+            if kb.sources.get(rule.id, path).parent == bundled and path.parent != bundled:
+                kb.replaced.append(f"{path} replaces the bundled rule {rule.id!r}")
         kb.rules.append(rule)
         kb.sources[rule.id] = path
     _expand_groups(kb)
