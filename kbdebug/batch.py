@@ -39,7 +39,18 @@ def expand(args: list[str]) -> list[str]:
 SNIFF = 8192
 # Archives and serialised objects that sit beside logs in a run directory: torch.save's zip, a pickle,
 # gzip, an executable or shared object, images. Their first bytes say so whatever the file is named.
-_MAGIC = (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"\x1f\x8b", b"\x7fELF", b"\x89PNG", b"\xff\xd8\xff", b"\x93NUMPY")
+_MAGIC: tuple[bytes, ...] = (
+    b"PK\x03\x04",
+    b"\x80\x02",
+    b"\x80\x03",
+    b"\x80\x04",
+    b"\x80\x05",
+    b"\x1f\x8b",
+    b"\x7fELF",
+    b"\x89PNG",
+    b"\xff\xd8\xff",
+)
+_MAGIC += (b"\x93NUMPY",)
 _TEXT_CONTROLS = set(b"\t\n\r\x0b\x0c\x08\x1b")  # whitespace, backspace (progress bars), ESC (colours)
 
 

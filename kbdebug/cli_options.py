@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: what StrEnum adds for these choices is str() giving the value
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
 
 
 class Format(StrEnum):

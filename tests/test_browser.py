@@ -124,7 +124,9 @@ def test_decisive_line_and_facts_visible_at_800px(tmp_path: Path) -> None:
     assert html.count(' decisive"') == 1
     page = tmp_path / "measure.html"
     page.write_text(html.replace("</body>", MEASURE + "</body>"))
-    dom = chromium("--window-size=800,1600", "--virtual-time-budget=3000", "--dump-dom", page.as_uri(), profile=tmp_path / "p").stdout.decode()
+    dom = chromium(
+        "--window-size=800,1600", "--virtual-time-budget=3000", "--dump-dom", page.as_uri(), profile=tmp_path / "p"
+    ).stdout.decode()
     found = json.loads(re.search(r'data-measured="([^"]*)"', dom).group(1).replace("&quot;", '"'))
     assert found == {"decisive": 1, "evidence_scrolls": False, "mark_visible": True, "facts_fit": True, "page_scrolls": False}
 

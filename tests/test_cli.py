@@ -139,7 +139,7 @@ def test_pipe_keeps_machine_formats_whole(fmt: str) -> None:
 
 def test_exit_status_tells_named_cause_from_catch_all(tmp_path: Path) -> None:
     other = tmp_path / "other.log"
-    other.write_text('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nKeyError: \'lr\'\n')
+    other.write_text("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'lr'\n")
     assert run_cli("explain", str(other)).returncode == 3
     assert run_cli("explain", str(EXAMPLE)).returncode == 0
     assert run_cli("explain", str(EXAMPLE), str(other)).returncode == 0  # a named cause in one of them

@@ -93,17 +93,23 @@ def test_markdown_keeps_the_logs_backticks_copyable() -> None:
     diag = diagnose_text(BACKTICK_LOG)
     md = diag.render("markdown")
     assert "\u02cb" not in md and "&lt;" not in md
-    spans = [t.content for tok in MarkdownIt("commonmark").parse(md) if tok.type == "inline" for t in tok.children or [] if t.type == "code_inline"]
+    spans = [
+        t.content
+        for tok in MarkdownIt("commonmark").parse(md)
+        if tok.type == "inline"
+        for t in tok.children or []
+        if t.type == "code_inline"
+    ]
     assert "RuntimeError: Expected `input` to have 3 ``channels`` <got 4>" in spans
     plain = diag.render("text")
     assert "Expected `input` to have 3 ``channels`` <got 4>" in plain
 
 
 def test_compact_line_has_no_markdown() -> None:
+    from conftest import ROOT
+
     from kbdebug.api import diagnose_text
     from kbdebug.render.compact import compact
-
-    from conftest import ROOT
 
     text = compact([diagnose_text((ROOT / "examples" / "segmentation_crash.log").read_text())])
     assert text.startswith("kbdebug: nll_target_out_of_range at /home/user/seg/train.py:151: ") and "`" not in text

@@ -128,7 +128,10 @@ def test_rules_show_prints_matches_and_fills_the_guide() -> None:
 
 
 def test_each_rule_vocabulary_holds_every_fact_kbdebug_produced_for_it() -> None:
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
 
     from test_diagnosis import RULE_FIXTURES
 
@@ -226,7 +229,7 @@ def test_lint_lists_check_names_without_importing_torch() -> None:
         "print(sorted(known_checks()))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
-    from kbdebug.verify import RUNNERS
+    RUNNERS = pytest.importorskip("kbdebug.verify.catalog").RUNNERS  # the table itself, read with torch
 
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.decode().replace("'", '"')) == sorted(RUNNERS)

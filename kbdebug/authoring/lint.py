@@ -77,9 +77,15 @@ def known_checks() -> frozenset[str] | None:
     except (OSError, SyntaxError, ValueError):
         return None
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
-        if isinstance(target, ast.Name) and target.id == "RUNNERS" and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
-            return frozenset(k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))  # type: ignore[union-attr]
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign):
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "RUNNERS" and isinstance(value, ast.Dict):
+            return frozenset(k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
     return None
 
 
@@ -136,7 +142,8 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
     bundled_ids = {r.id for r in bundled}
     for path, rule, _ in loaded:
         if rule is not None and rule.id in bundled_ids and warnings is not None:
-            warnings.append(f"{path}: id: {rule.id!r} replaces the bundled rule of that id (`kbdebug rules show {rule.id}`); rename it to add a rule beside it")
+            shown = f"`kbdebug rules show {rule.id}`"
+            warnings.append(f"{path}: id: {rule.id!r} replaces the bundled rule of that id ({shown}); rename it to add a rule beside it")
     everything = [r for r in bundled if r.id not in seen] + [rule for _, rule, _ in loaded if rule is not None]
     checks = known_checks()
     kb_dirs = None if not bundled else [directory]  # a user rule's examples run in the knowledge base it joins

@@ -64,7 +64,10 @@ def read_rule_data(path: Path, data: bytes | None = None, templates: bool = True
     jinja2's error in place of the user's text. `templates=False` leaves it to the tests (bundled rules:
     every template is compiled and rendered by tests/test_rule_examples.py before a release).
     """
-    import tomllib  # only when a rule file is read: a cached knowledge base never needs it
+    try:  # only when a rule file is read: a cached knowledge base never needs it
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
+        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
 
     try:
         text = (path.read_bytes() if data is None else data).decode("utf-8")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import html
-import textwrap
 import json
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,7 +104,8 @@ def render_summary(diags: list[Diagnosis], fmt: str, width: int = PIPED_WIDTH) -
     said = f"First failure: {first.describe()}" if first else ""
     if fmt == "markdown":
         rows = [f"### Summary: {head}", "", *([_md(said), ""] if said else [])]
-        rows += [f"Nothing recognised in: {', '.join(md_code(n) for n in nothing[:EXAMPLES])}{' …' if len(nothing) > EXAMPLES else ''}", ""] * bool(nothing)
+        if nothing:
+            rows += [f"Nothing recognised in: {', '.join(md_code(n) for n in nothing[:EXAMPLES])}{' …' * (len(nothing) > EXAMPLES)}", ""]
         rows += ["| count | rule | what | signature | examples |", "|---:|---|---|---|---|"]
         rows += [
             f"| {len(g.members)} | `{g.rule}` | {_md(g.first_guide_line)} | `{g.signature}` | "
