@@ -177,7 +177,7 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
             base = load_kb(kb)
         except (InputError, RuleFileError, OSError) as exc:
             fail(str(exc))
-    sys.stdout.write(render_summary(diags, fmt.value, width=width))
+    sys.stdout.write(render_summary(diags, fmt.value, width=width, kb=base))
     if fmt == Format.html:
         sys.stdout.write(render([], "html", part="foot"))
     sys.stdout.flush()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbdebug.diagnosis import Diagnosis, FirstFailure
+from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.matcher import earlier
 from kbdebug.render import JSON_SCHEMA_VERSION, markup, md_code
 from kbdebug.term import PIPED_WIDTH
@@ -24,10 +25,16 @@ class Group:
     title: str
     first_guide_line: str
     members: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # logs of other ranks whose collective waited on this crash
 
 
-def group(diags: list[Diagnosis]) -> tuple[list[Group], list[str]]:
-    """Crash groups by the root incident's signature, and the logs in which nothing was recognised."""
+def group(diags: list[Diagnosis], kb: KnowledgeBase | None = None) -> tuple[list[Group], list[str]]:
+    """Crash groups by the root incident's signature, and the logs in which nothing was recognised.
+
+    One file per rank of a job: a rank whose root is a collective (an NCCL timeout, tagged `collective`)
+    waited on another rank's failure, so when the inputs hold exactly one other distinct crash, its log is
+    folded under that crash, as the matcher folds it within one log. With several other crashes the
+    inputs are not one run (or the culprit is not known), and every group stays as it is."""
     groups: dict[str, Group] = {}
     nothing: list[str] = []
     for diag in diags:
@@ -40,6 +47,13 @@ def group(diags: list[Diagnosis]) -> tuple[list[Group], list[str]]:
             what = " ".join((root.guide.get("what") or root.title).split())
             g = groups[root.signature] = Group(root.signature, root.signature_key, root.rule, root.title, _first_sentence(what))
         g.members.append(diag.source)
+    if kb is not None:
+        waiting = [g for g in groups.values() if kb.tagged(g.rule, "collective")]
+        causes = [g for g in groups.values() if g not in waiting and not kb.tagged(g.rule, "fallback")]
+        if waiting and len(causes) == 1:
+            for g in waiting:
+                causes[0].waiting += g.members
+                del groups[g.signature]
     return sorted(groups.values(), key=lambda g: (-len(g.members), g.rule)), nothing
 
 
@@ -70,9 +84,10 @@ def _wrap(text: str, room: int, indent: str) -> list[str]:
     return textwrap.wrap(text, max(room, 40), subsequent_indent=indent, break_on_hyphens=False) or [text]
 
 
-def render_summary(diags: list[Diagnosis], fmt: str, width: int = PIPED_WIDTH) -> str:
-    """The table of crash groups; the text form's lines fit `width` (100 when piped, as the report's)."""
-    groups, nothing = group(diags)
+def render_summary(diags: list[Diagnosis], fmt: str, width: int = PIPED_WIDTH, kb: KnowledgeBase | None = None) -> str:
+    """The table of crash groups; the text form's lines fit `width` (100 when piped, as the report's).
+    `kb` says which rules are collectives, folded across the inputs (see `group`)."""
+    groups, nothing = group(diags, kb)
     first = first_failure(diags)
     if fmt == "json":
         obj: dict[str, Any] = {
@@ -91,6 +106,7 @@ def render_summary(diags: list[Diagnosis], fmt: str, width: int = PIPED_WIDTH) -
                         "count": len(g.members),
                         "first_guide_line": g.first_guide_line,
                         "members": g.members,
+                        "waiting": g.waiting,
                     }
                     for g in groups
                 ],
@@ -109,14 +125,16 @@ def render_summary(diags: list[Diagnosis], fmt: str, width: int = PIPED_WIDTH) -
         rows += ["| count | rule | what | signature | examples |", "|---:|---|---|---|---|"]
         rows += [
             f"| {len(g.members)} | `{g.rule}` | {_md(g.first_guide_line)} | `{g.signature}` | "
-            f"{', '.join(md_code(m, table=True) for m in g.members[:EXAMPLES])}{' …' if len(g.members) > EXAMPLES else ''} |"
+            f"{', '.join(md_code(m, table=True) for m in g.members[:EXAMPLES])}{' …' if len(g.members) > EXAMPLES else ''}"
+            f"{'; waiting on it: ' + ', '.join(md_code(m, table=True) for m in g.waiting) if g.waiting else ''} |"
             for g in groups
         ]
         return "\n".join(rows) + "\n"
     if fmt == "html":
         body = "".join(
             f"<tr><td>{len(g.members)}</td><td><code>{html.escape(g.rule)}</code></td><td>{markup.to_html_inline(g.first_guide_line)}</td>"
-            f"<td><code>{g.signature}</code></td><td>{html.escape(', '.join(g.members[:EXAMPLES]))}</td></tr>"
+            f"<td><code>{g.signature}</code></td><td>{html.escape(', '.join(g.members[:EXAMPLES]))}"
+            f"{'; waiting on it: ' + html.escape(', '.join(g.waiting)) if g.waiting else ''}</td></tr>"
             for g in groups
         )
         return (
@@ -134,6 +152,8 @@ def render_summary(diags: list[Diagnosis], fmt: str, width: int = PIPED_WIDTH) -
         lines.append(_fit(f"  {len(g.members):5d}  {g.rule}  [{g.signature}]", width))
         lines.append(_fit(f"         {markup.to_plain(g.first_guide_line)}", width))
         lines += _wrap(f"         e.g. {', '.join(g.members[:EXAMPLES])}{more}", width, "              ")
+        if g.waiting:
+            lines += _wrap(f"         other ranks waiting on it (collective timeouts): {', '.join(g.waiting)}", width, "              ")
     return "\n".join(lines) + "\n"
 
 
