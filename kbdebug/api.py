@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import shlex
 import re
 import sys
 import traceback
@@ -12,7 +13,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from kbdebug.advice import advise
+from kbdebug.advice import advise, launch_command
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
@@ -87,7 +88,10 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
             from kbdebug.diagnosis import Incident
 
             facts = dict(getattr(e, "kbdebug_facts", {}) or {})
-            inc = Incident(rule=rule, title=rule, confidence=0.99, facts=facts, device_evidence=True)
+            cpu = _cpu_only_run()
+            if cpu:  # guard() checked the arguments on the CPU: no kernel ran, nothing to rerun blocking
+                facts.setdefault("device", "cpu")
+            inc = Incident(rule=rule, title=rule, confidence=0.99, facts=facts, device_evidence=not cpu)
             kb = load_kb(kb_dirs)
             r = kb.get(rule)
             if r is not None:
@@ -99,9 +103,35 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
 
 
 def _live_facts() -> dict[str, Any]:
-    """The running script, for the commands that rerun it (a notebook is recognised by its frames)."""
+    """The running script and the command that reran it as it ran (kbdebug.advice.launch_command), for the
+    commands that rerun it (a notebook is recognised by its frames)."""
     main = sys.argv[0] if sys.argv else ""
-    return {"script": main} if main.endswith(".py") and "ipykernel" not in main and os.path.isfile(main) else {}
+    test = os.environ.get("PYTEST_CURRENT_TEST", "")
+    if test and "_pytest" in sys.modules:  # `tests/test_x.py::test_y (call)`: the test, not pytest's __main__.py
+        node = test.rsplit(" (", 1)[0]
+        return {"script": node, "launch": f"python -m pytest {shlex.quote(node)}"}
+    if not (main.endswith(".py") and "ipykernel" not in main and os.path.isfile(main)):
+        return {}
+    return {"script": main, "launch": launch_command(sys.argv, dict(os.environ), _parent_argv())}
+
+
+def _parent_argv() -> list[str]:
+    """The parent process's command line (Linux): under torchrun, the launcher that started this worker."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
+            return [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def _cpu_only_run() -> bool:
+    """True when torch is loaded and this process never initialised CUDA: nothing ran on a GPU, so no command
+    that needs CUDA (CUDA_LAUNCH_BLOCKING=1) can help. Read from the loaded module: api never imports torch."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch is not None and not torch.cuda.is_initialized()
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -144,7 +144,8 @@ def fill_text(template: str, facts: dict[str, Any], markdown: bool = False) -> s
         _QUOTED.reset(token)
 
 
-def _script(facts: dict[str, Any]) -> str:
+def script_name(facts: dict[str, Any]) -> str:
+    """The script a rerun command names: the user's frame's file, else `train.py`."""
     frame = facts.get("innermost_user_frame") or ""
     return frame.rsplit(":", 1)[0] if frame.endswith(tuple("0123456789")) and ".py" in frame else "train.py"
 
@@ -158,7 +159,7 @@ def fill(diag: Diagnosis, kb: KnowledgeBase) -> Diagnosis:
 
 
 def fill_incident(inc: Incident, rule: Rule) -> None:
-    ctx = {"script": _script(inc.facts), **inc.facts}
+    ctx = {"script": script_name(inc.facts), **inc.facts}
     for key, tmpl in rule.facts.items():
         inc.facts.setdefault(key, fill_text(tmpl, ctx))
     inc.guide = {key: fill_text(getattr(rule.guide, key), ctx, markdown=True) for key, _ in SECTIONS}
