@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import linecache
 import os
-import shlex
 import re
+import shlex
 import sys
 import traceback
 from pathlib import Path
