@@ -104,8 +104,8 @@ def explain(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
 ) -> None:
-    """Diagnose crash logs. Exit status reading files: 0 a named cause, 3 only the catch-all `other`, 1 nothing
-    recognised, 2 usage/input error; reading standard input (a run piped in) 0 and 1 trade places, so a crash fails CI."""
+    """Diagnose crash logs. Exit status: 0 a named cause, 3 only the catch-all `other`, 1 nothing recognised, 2 usage/input
+    error; passing a run through (`cmd 2>&1 | kbdebug explain -`, no -q) 0 and 1 trade places, so a crash fails CI."""
     kb = kb_dirs(kb)
     if files.count("-") > 1:
         fail("standard input can be named only once")
@@ -129,14 +129,14 @@ def explain(
         base = load_kb(kb)
     except (InputError, RuleFileError) as exc:
         fail(str(exc))
-    from_stdin = files == ["-"]
-    if from_stdin and not any(d.incidents for d in diags):
+    passed_through = files == ["-"] and not quiet  # kbdebug is a filter in the run's pipeline (cli_status)
+    if files == ["-"] and not any(d.incidents for d in diags):
         typer.echo(STDIN_NOTHING, err=True)
-        if fmt == Format.text:  # the clean run's verdict is on stderr; stdout stays the run's own output
-            raise typer.Exit(exit_status(diags, base, from_stdin))
+        if passed_through and fmt == Format.text:  # the clean run's verdict is on stderr; stdout stays the run's output
+            raise typer.Exit(exit_status(diags, base, passed_through))
     sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
     sys.stdout.flush()
-    raise typer.Exit(exit_status(diags, base, from_stdin))
+    raise typer.Exit(exit_status(diags, base, passed_through))
 
 
 def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None) -> NoReturn:
@@ -181,7 +181,7 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
     if fmt == Format.html:
         sys.stdout.write(render([], "html", part="foot"))
     sys.stdout.flush()
-    raise typer.Exit(exit_status(diags, base, from_stdin=False))
+    raise typer.Exit(exit_status(diags, base, passed_through=False))
 
 
 def _each(paths: list[str], quiet: bool, kb: list[Path] | None, to_stderr: bool) -> Iterator[Diagnosis]:

@@ -168,6 +168,8 @@ def test_directory_skips_binary_files_and_names_the_unrecognised(tmp_path: Path)
 def test_quiet_pipe_prints_only_the_diagnosis() -> None:
     proc = run_cli("explain", "-q", "--format", "json", "-", stdin=EXAMPLE.read_bytes())
     assert json.loads(proc.stdout)["incidents"][0]["rule"] == "nll_target_out_of_range"
+    assert proc.returncode == 0  # -q: standard input read as a saved log, with the reader's statuses
+    assert run_cli("explain", "-q", "-", stdin=b"epoch 1\n").returncode == 1
 
 
 def test_rules_commands(tmp_path: Path) -> None:
