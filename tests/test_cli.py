@@ -389,3 +389,14 @@ def test_shell_completion_offers_the_format_choices() -> None:
     code = "import sys; sys.argv = ['kbdebug']; from kbdebug.cli import app; app(prog_name='kbdebug')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=ROOT, timeout=60)
     assert proc.stdout.decode().split() == ["text", "markdown", "json", "html"]
+
+
+def test_many_logs_in_html_are_one_document(tmp_path: Path) -> None:
+    """#30: one <html> with every diagnosis and the summary inside <body>, not a document per log."""
+    for k in range(3):
+        (tmp_path / f"r{k}.log").write_bytes(EXAMPLE.read_bytes())
+    (tmp_path / "clean.log").write_text("epoch 1\n")
+    page = run_cli("explain", "-f", "html", str(tmp_path)).stdout.decode()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<html") == 1 and page.count("</body></html>") == 1
+    body = page[page.index("<body>") : page.index("</body>")]
+    assert body.count("<h2>Root cause") == 3 and 'class="summary"' in body and "clean.log" in body.split('class="summary"')[1]

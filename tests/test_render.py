@@ -122,3 +122,25 @@ def test_many_logs_markdown_summary_quotes_code_as_code(tmp_path) -> None:
     diag = diagnose_text(BACKTICK_LOG, source="a.log")
     md = render_summary([diag, diagnose_text("epoch 1\n", source="clean.log")], "markdown")
     assert "&lt;" not in md and "<got 4>" in md and "Nothing recognised in: `clean.log`" in md
+
+
+def test_the_users_frame_stays_among_the_evidence_of_a_long_traceback() -> None:
+    """#26: a traceback longer than the evidence shows is cut; the user's own frame and line are kept."""
+    from kbdebug.render.evidence import evidence
+
+    lib = "".join(
+        f'  File "/usr/lib/python3.11/site-packages/torch/nn/modules/m{k}.py", line {k + 10}, in forward\n    return self.f{k}(x)\n'
+        for k in range(12)
+    )
+    log = (
+        'Traceback (most recent call last):\n  File "/home/me/run.py", line 3, in <module>\n    main()\n'
+        '  File "/home/me/train.py", line 42, in main\n    out = model(batch)\n'
+        + lib
+        + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 12x5)\n"
+    )
+    diag = diagnose_text(log)
+    root = diag.root
+    assert root is not None and root.facts["innermost_user_frame"] == "/home/me/train.py:42"
+    shown = [row.text for block in evidence(root, diag.lines) for row in block]
+    assert '  File "/home/me/train.py", line 42, in main' in shown and "    out = model(batch)" in shown
+    assert len(shown) < log.count("\n") // 2  # not the whole traceback: the user's frame among a few lines

@@ -31,17 +31,33 @@ class EvidenceLine:
 
 
 def keep_context(diag: Diagnosis, lines: Iterable[tuple[int, str]]) -> Diagnosis:
-    """Keep the scanned lines near each incident's records, so renderers can show them in context."""
+    """Keep the scanned lines near each incident's records, so renderers can show them in context, and the
+    user's own frame (`File "train.py", line 42` and its code line) wherever it is in the log."""
     wanted: set[int] = set()
+    frames = {needle for inc in diag.incidents if (needle := _frame_needle(inc.facts))}
     for inc in diag.incidents:
         for rec in inc.records:
             last = min(rec.last_line or rec.first_line, rec.first_line + MAX_SHOWN)
             wanted.update(range(rec.first_line - CONTEXT, last + CONTEXT + 1))
             wanted.update(range((rec.last_line or rec.first_line) - CONTEXT, (rec.last_line or rec.first_line) + CONTEXT + 1))
+    code_next = False
     for no, text in lines:
-        if no in wanted:
+        if no in wanted or code_next:
             diag.lines[no] = text
+        code_next = False
+        if frames and any(needle in text for needle in frames):
+            diag.lines[no] = text
+            code_next = True  # Python prints the frame's source line under it
     return diag
+
+
+def _frame_needle(facts: dict) -> str:
+    """How the innermost user frame appears in a traceback: `"PATH", line N`."""
+    frame = facts.get("innermost_user_frame")
+    if not isinstance(frame, str) or ":" not in frame:
+        return ""
+    path, _, line = frame.rpartition(":")
+    return f'"{path}", line {line}' if line.isdigit() else ""
 
 
 def _shape(text: str) -> str:
@@ -79,12 +95,17 @@ def _rank(text: str, facts: dict) -> int:
 def _user_frame_lines(facts: dict, own: dict[int, str], first: int, last: int) -> set[int]:
     """The `File "...", line N` of the innermost user frame and its code line: the user's own line stays
     among the evidence when a long traceback is cut."""
-    frame = facts.get("innermost_user_frame")
-    if not isinstance(frame, str) or ":" not in frame:
-        return set()
-    path, _, line = frame.rpartition(":")
-    needle = f'"{path}", line {line}'
-    return {n for no in range(first, last + 1) if needle in own.get(no, "") for n in (no, no + 1)}
+    needle = _frame_needle(facts)
+    return {n for no in range(first, last + 1) if needle and needle in own.get(no, "") for n in (no, no + 1)} if needle else set()
+
+
+def _user_frame_block(facts: dict, lines: dict[int, str], shown: set[int]) -> list[EvidenceLine]:
+    """The user's frame as its own block when no record's block holds it (the record is the message alone)."""
+    needle = _frame_needle(facts)
+    at = next((no for no, text in sorted(lines.items()) if needle and needle in text), None)
+    if at is None or at in shown:
+        return []
+    return [EvidenceLine(no, lines[no]) for no in (at, at + 1) if no in lines]
 
 
 def _collapse(rows: list[EvidenceLine]) -> list[EvidenceLine]:
@@ -140,6 +161,10 @@ def evidence(inc: Incident, lines: dict[int, str]) -> list[list[EvidenceLine]]:
             if row.no == decisive:
                 candidates.append((_rank(row.text, inc.facts), len(candidates), row))
         blocks.append(rows)
+    frame_block = _user_frame_block(inc.facts, lines, {r.no for b in blocks for r in b if r.no is not None})
+    if frame_block:
+        blocks.append(frame_block)
+        blocks.sort(key=lambda b: next((r.no for r in b if r.no is not None), 0))
     if candidates:
         _, _, row = min(candidates, key=lambda c: (c[0], c[1]))
         row.decisive = True
