@@ -3,6 +3,7 @@ validated knowledge base). Keys hash everything the value depends on; any proble
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import stat
@@ -16,10 +17,28 @@ T = TypeVar("T")
 
 
 @cache
-def module_source(name: str) -> str:
-    """The source of the imported module `name`, read once per process. The code that builds a cached value
-    is part of the value's key, so an edited module never meets an entry built by its old text."""
-    return Path(sys.modules[name].__file__ or "").read_text(encoding="utf-8")
+def code_version() -> str:
+    """What every cached value is keyed by beside the data it was built from (grammar or rule files):
+    the release of the code that built it, and the library and Python versions it was pickled with.
+
+    An installed release never changes its code, so its version is enough. A source checkout (the data
+    folders beside the package rather than inside it) changes code without a release: there the key also
+    holds the size and time of change of each of the package's code files (a stat each: reading them
+    would cost a cold start more than what the cache saves), so an edit never meets a value its old
+    code built.
+    """
+    from kbdebug._resources import data_dir
+    from kbdebug._version import __version__
+
+    parts = [__version__, sys.version]
+    package = Path(__file__).resolve().parent
+    if data_dir("grammars").parent != package:
+        digest = hashlib.sha256()
+        for path in sorted(package.rglob("*.py")):
+            st = path.stat()
+            digest.update(f"{path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        parts.append(digest.hexdigest()[:16])
+    return "|".join(parts)
 
 
 def cache_dir() -> Path | None:

@@ -9,34 +9,41 @@ import re
 import shlex
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from kbdebug.advice import advise, launch_command
+from kbdebug.diagnoser import pipeline
+from kbdebug.diagnoser.context import launch_command
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
-from kbdebug.kb.matcher import diagnose_records
 from kbdebug.normalise import Region, iter_lines
 from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
-from kbdebug.render.evidence import keep_context
+from kbdebug.records import Record
 from kbdebug.scan import Scanner, scan_path, scan_text
-from kbdebug.signature import sign
 from kbdebug.values import dtype_name, plain_number
 
 
 def diagnose_regions(
-    regions: list[Region], source: str = "-", kb_dirs: list[Path] | None = None, *, origin: str = "log", facts: dict[str, Any] | None = None
+    regions: list[Region],
+    source: str = "-",
+    kb_dirs: list[Path] | None = None,
+    *,
+    origin: str = "log",
+    facts: dict[str, Any] | None = None,
+    extra_records: Sequence[Record] = (),
 ) -> Diagnosis:
-    """`origin` says where the text came from ("log", "run", "rerun"; see kbdebug.advice), `facts`
-    adds what the caller knows (the command's `script`); both decide which commands are offered."""
-    kb = load_kb(kb_dirs)
-    records = parse_regions(regions)
-    diag = diagnose_records(records, kb, source)
-    keep_context(diag, ((ln.no, ln.text) for ln in iter_lines(regions)))
-    return sign(advise(diag, kb, origin, facts))
+    """`origin` says where the text came from ("log", "run", "rerun"; see kbdebug.diagnoser.context), `facts`
+    adds what the caller knows (the command's `script`); both decide which commands are offered.
+    `extra_records` are what the caller observed beside the text, read by the rules like the log's own
+    (`kbdebug run` adds a ProcessExit for the signal that killed the child: a segfault prints nothing);
+    their `first_line` places them in the log's order."""
+    lines = ((ln.no, ln.text) for ln in iter_lines(regions))
+    records = [*parse_regions(regions), *extra_records]
+    return pipeline.diagnose(records, load_kb(kb_dirs), source, lines, origin=origin, facts=facts)
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -74,10 +81,9 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
     regions = scan_text("\n".join(parts), needles)
     records = parse_regions(regions)
     _add_frame_shapes(records, exc)
-    diag = diagnose_records(records, kb, f"<{_type_name(type(exc))}>")
-    keep_context(diag, ((ln.no, ln.text) for ln in iter_lines(regions)))
-    _facts_from_frames(diag, exc)  # before the guides are filled: they quote these facts
-    return sign(advise(diag, kb, "script", _live_facts()))
+    lines = ((ln.no, ln.text) for ln in iter_lines(regions))
+    live = lambda diag: _facts_from_frames(diag, exc)  # noqa: E731
+    return pipeline.diagnose(records, kb, f"<{_type_name(type(exc))}>", lines, origin="script", facts=_live_facts(), live=live)
 
 
 def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosis | None:
@@ -98,12 +104,12 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
                 inc.title, inc.checks = r.title, list(r.checks)
             diag = Diagnosis(source=f"<{_type_name(type(e))}>", incidents=[inc])
             _facts_from_frames(diag, e)
-            return sign(advise(diag, kb, "script", _live_facts()))
+            return pipeline.complete(diag, kb, "script", _live_facts())
     return None
 
 
 def _live_facts() -> dict[str, Any]:
-    """The running script and the command that reran it as it ran (kbdebug.advice.launch_command), for the
+    """The running script and the command that reran it as it ran (kbdebug.diagnoser.context.launch_command), for the
     commands that rerun it (a notebook is recognised by its frames)."""
     main = sys.argv[0] if sys.argv else ""
     test = os.environ.get("PYTEST_CURRENT_TEST", "")
@@ -237,7 +243,7 @@ def _frame_inputs(frame: FrameType, code: str) -> dict[str, Any]:
     `ignore_index=255`), kept so `diag.verify()` can run its checks without being handed them again."""
     import re
 
-    from kbdebug.advice import call_settings
+    from kbdebug.diagnoser.context import call_settings
 
     torch = sys.modules.get("torch")
     out: dict[str, Any] = {}

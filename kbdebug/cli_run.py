@@ -1,4 +1,5 @@
-"""`kbdebug run -- CMD`: run a command, stream its output, diagnose it when it fails, re-run it blocking."""
+"""`kbdebug run -- CMD`: run a command, stream its output, diagnose it when it fails, re-run it blocking or,
+with `--retry N`, again while its cause says a rerun helps."""
 
 from __future__ import annotations
 
@@ -14,6 +15,19 @@ from kbdebug.term import output_width, use_color
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
 RUN_CONTEXT = {"allow_interspersed_args": False, "ignore_unknown_options": True}
 
+# `run`'s options as `parse_run_args` reads them: name -> (parameter, kind). Kept equal to run_cmd's typer
+# options by a test (tests/test_run_job.py).
+FAST_OPTIONS = {
+    "--rerun": ("rerun", "true"),
+    "--no-rerun": ("rerun", "false"),
+    "--retry": ("retry", "count"),
+    "--sanitizer": ("sanitizer", "text"),
+    "--save": ("save", "path"),
+    "--format": ("fmt", "format"),
+    "-f": ("fmt", "format"),
+    "--kb": ("kb", "paths"),
+}
+
 
 def run_cmd(
     cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
@@ -23,6 +37,15 @@ def run_cmd(
             "--rerun/--no-rerun", help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY)."
         ),
     ] = None,
+    retry: Annotated[
+        int,
+        typer.Option(
+            "--retry",
+            metavar="N",
+            min=0,
+            help="Run the job again, up to N times, while its cause says a rerun helps (retry: yes; preemption, a lost GPU).",
+        ),
+    ] = 0,
     sanitizer: Annotated[
         str | None,
         typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
@@ -33,88 +56,189 @@ def run_cmd(
 ) -> None:
     """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
     kb = kb_dirs(kb)  # `kbdebug --kb DIR run ...` too
-    from kbdebug.api import diagnose_regions
-    from kbdebug.kb import RuleFileError
-    from kbdebug.render import render
-    from kbdebug.runner import (
-        RERUN_ENV,
-        RunError,
-        child_env,
-        exit_hint,
-        needs_rerun,
-        new_save_dir,
-        run_once,
-        sanitizer_command,
-        shell_quote,
-        stderr_is_interactive,
-        write_summary,
-    )
+    from kbdebug.job_end import retry_decision
+    from kbdebug.runner import shell_quote
 
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
         fail("no command given; use `kbdebug run -- python train.py`")
-    source = shell_quote(cmd)
-    color, width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
-    try:
-        if save is not None:
-            save = new_save_dir(save)
-    except OSError as exc:
-        fail(f"cannot create a folder in {save}: {exc.strerror or exc}")
-    try:
-        argv = sanitizer_command(sanitizer, cmd) if sanitizer else cmd
-        first = run_once(argv, child_env(), save, "run1")
-    except RunError as exc:
-        typer.echo(f"kbdebug: {exc}", err=True)
-        raise typer.Exit(exc.status) from None
-    except OSError as exc:
-        fail(f"cannot run {cmd[0]}: {exc.strerror or exc}")
-    results: list[tuple[Any, Any]] = [(first, None)]
-    if first.returncode == 0 and not sanitizer:
+    attempt = _Attempt(cmd, shell_quote(cmd), rerun, sanitizer, save, fmt, kb)
+    done = 0
+    while True:
+        status, diag, result = attempt.run()
+        if status == 0 or retry == 0:
+            raise typer.Exit(status)
+        again, why = retry_decision(diag, result.interrupted, done, retry)
+        sys.stderr.write(f"kbdebug: {why}\n")
+        sys.stderr.flush()
+        if not again:
+            raise typer.Exit(status)
+        done += 1
+
+
+class _Attempt:
+    """One run of the job as `kbdebug run` makes it: run, diagnose if it failed, re-run it blocking if asked,
+    save. The diagnosis pipeline is imported only once a run has failed: a job that succeeds needs none."""
+
+    def __init__(
+        self, cmd: list[str], source: str, rerun: bool | None, sanitizer: str | None, save: Path | None, fmt: Format, kb: Any
+    ) -> None:
+        self.cmd, self.source, self.rerun, self.sanitizer, self.save, self.fmt, self.kb = cmd, source, rerun, sanitizer, save, fmt, kb
+        self.color, self.width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
+
+    def run(self) -> tuple[int, Any, Any]:
+        """The attempt's exit status (the command's), its diagnosis (None when it succeeded) and its RunResult."""
+        from kbdebug.runner import RunError, child_env, new_save_dir, run_once, sanitizer_command, write_summary
+
+        cmd, source = self.cmd, self.source
+        save = None
+        try:
+            if self.save is not None:
+                save = new_save_dir(self.save)
+        except OSError as exc:
+            fail(f"cannot create a folder in {self.save}: {exc.strerror or exc}")
+        try:
+            argv = sanitizer_command(self.sanitizer, cmd) if self.sanitizer else cmd
+            first = run_once(argv, child_env(), save, "run1")
+        except RunError as exc:
+            typer.echo(f"kbdebug: {exc}", err=True)
+            raise typer.Exit(exc.status) from None
+        except OSError as exc:
+            fail(f"cannot run {cmd[0]}: {exc.strerror or exc}")
+        results: list[tuple[Any, Any]] = [(first, None)]
+        if first.returncode == 0 and not self.sanitizer:
+            if save is not None:
+                write_summary(save, cmd, results)
+            return 0, None, first
+        diag = self._diagnose(first, source, "run")
+        results = [(first, diag)]
+        out = sys.stderr
+        if not diag.incidents:
+            if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
+                from kbdebug.job_end import exit_hint
+
+                hint = exit_hint(first.returncode)
+                out.write(
+                    f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause"
+                    + (f": {hint}" if hint else "")
+                    + "\n"
+                )
+        else:
+            out.write(self._render(diag))
+        out.flush()
+        self._rerun_blocking(first, diag, save, results)
         if save is not None:
             write_summary(save, cmd, results)
-        raise typer.Exit(0)
-    try:
-        diag = diagnose_regions(first.regions, source=source, kb_dirs=kb, origin="run", facts=_run_facts(cmd))
-    except RuleFileError as exc:
-        fail(str(exc))
-    results = [(first, diag)]
-    out = sys.stderr
-    if not diag.incidents:
-        if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
-            hint = exit_hint(first.returncode)
-            out.write(
-                f"kbdebug: `{source}` exited with status {first.returncode}; nothing in its output matched a known cause"
-                + (f": {hint}" if hint else "")
-                + "\n"
-            )
-    else:
-        out.write(render([diag], fmt.value, color=color, width=width))
-    out.flush()
-    if not sanitizer and needs_rerun(diag):
-        if rerun is None and stderr_is_interactive():
-            rerun = typer.confirm("kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True)
-        if rerun:
+            out.write(f"kbdebug: logs and diagnosis.json saved in {save}\n")
+        return first.returncode, diag, first
+
+    def _rerun_blocking(self, first: Any, diag: Any, save: Path | None, results: list[tuple[Any, Any]]) -> None:
+        """Not localised (an asynchronous CUDA error)? Run once more with CUDA_LAUNCH_BLOCKING=1, or say how."""
+        from kbdebug.runner import RERUN_ENV, child_env, needs_rerun, run_once, stderr_is_interactive
+
+        out = sys.stderr
+        if self.sanitizer or first.interrupted is not None or not needs_rerun(diag):
+            return
+        if self.rerun is None and stderr_is_interactive():
+            self.rerun = typer.confirm("kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True)
+        if self.rerun:
             out.write("\nkbdebug: re-running with " + " ".join(f"{k}={v}" for k, v in RERUN_ENV.items()) + "\n")
             out.flush()
-            second = run_once(cmd, child_env(RERUN_ENV), save, "run2")
-            diag2 = diagnose_regions(
-                second.regions, source=source + " (CUDA_LAUNCH_BLOCKING=1)", kb_dirs=kb, origin="rerun", facts=_run_facts(cmd)
-            )
+            second = run_once(self.cmd, child_env(RERUN_ENV), save, "run2")
+            diag2 = self._diagnose(second, self.source + " (CUDA_LAUNCH_BLOCKING=1)", "rerun")
             results.append((second, diag2))
             out.write(_compare(diag, diag2) + "\n")
             if diag2.incidents:
-                out.write(render([diag2], fmt.value, color=color, width=width))
+                out.write(self._render(diag2))
             out.flush()
-        elif rerun is None:
+        elif self.rerun is None:
             out.write(
                 "kbdebug: the error was reported asynchronously; `kbdebug run --rerun -- ...` re-runs it "
                 "with CUDA_LAUNCH_BLOCKING=1 to find the line\n"
             )
-    if save is not None:
-        write_summary(save, cmd, results)
-        out.write(f"kbdebug: logs and diagnosis.json saved in {save}\n")
-    raise typer.Exit(first.returncode)
+
+    def _diagnose(self, result: Any, source: str, origin: str) -> Any:
+        """The run's output, and how it ended (a signal or a killed-by-signal status), read together."""
+        from kbdebug.api import diagnose_regions
+        from kbdebug.job_end import status_record
+        from kbdebug.kb import RuleFileError
+
+        ended = status_record(result.returncode, result.signal, result.core_dumped, result.lines)
+        try:
+            return diagnose_regions(
+                result.regions,
+                source=source,
+                kb_dirs=self.kb,
+                origin=origin,
+                facts=_run_facts(self.cmd),
+                extra_records=[ended] if ended is not None else (),
+            )
+        except RuleFileError as exc:
+            fail(str(exc))
+
+    def _render(self, diag: Any) -> str:
+        from kbdebug.render import render
+
+        return render([diag], self.fmt.value, color=self.color, width=self.width)
+
+
+def parse_run_args(args: list[str]) -> dict[str, Any] | None:
+    """`run`'s arguments read without typer, or None when typer must read them (help, a usage error, a form
+    this reader does not know). A job wrapper starts in a few milliseconds: typer 0.29 imports pydantic to
+    convert any command's parameters, most of `kbdebug run -- true`'s time; `run`'s few options are read here."""
+    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None}
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        name, eq, value = args[i].partition("=")
+        option = FAST_OPTIONS.get(name)
+        if option is None:
+            return None
+        key, kind = option
+        if kind in ("true", "false"):
+            if eq:
+                return None
+            values[key] = kind == "true"
+            i += 1
+            continue
+        if not eq:
+            if i + 1 >= len(args):
+                return None
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if kind == "count":
+            if not value.isdigit():
+                return None
+            values[key] = int(value)
+        elif kind == "format":
+            if value not in Format.__members__:
+                return None
+            values[key] = Format(value)
+        elif kind == "paths":
+            values[key] = [*(values[key] or []), Path(value)]
+        else:
+            values[key] = Path(value) if kind == "path" else value
+    cmd = args[i:]
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    if not cmd:
+        return None
+    return {"cmd": cmd, **values}
+
+
+def fast_run(args: list[str]) -> int | None:
+    """Run `kbdebug run ARGS` without typer's parameter machinery; its exit status, or None to hand ARGS to typer."""
+    values = parse_run_args(args)
+    if values is None:
+        return None
+    try:
+        run_cmd(**values)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):
+        return 130
+    return 0
 
 
 def _compare(first, second) -> str:

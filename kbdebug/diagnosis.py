@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, PrivateAttr
 
+from kbdebug.providers import provided
 from kbdebug.records import Record
 
 if TYPE_CHECKING:
@@ -86,9 +87,8 @@ class Diagnosis(BaseModel):
         return self.incidents[0] if self.incidents else None
 
     def render(self, fmt: str = "text", color: bool = False) -> str:
-        from kbdebug.render import render
-
-        return render([self], fmt, color=color)
+        """The diagnosis as "text", "markdown", "json" or "html" (kbdebug.render)."""
+        return str(provided("render")([self], fmt, color=color))
 
     def to_json(self) -> dict[str, Any]:
         hidden = {"first_line", "device_evidence", "references"}
@@ -102,8 +102,7 @@ class Diagnosis(BaseModel):
         A failing check is evidence for the diagnosis (confidence goes up); checks that all ran
         and passed are evidence against it (confidence goes down, and a note says so).
         """
-        from kbdebug.verify import run_checks
-
+        run_checks = provided("run_checks")
         given = {**(self._inputs or {}), **tensors}
         for inc in self.incidents:
             results = run_checks(inc.checks, inc.facts, given)

@@ -2,7 +2,11 @@
 
 The child's stdout and stderr are copied to ours chunk by chunk as they arrive (progress bars
 stay live) while complete lines go through the scanner, so memory stays bounded on a run that
-prints for days. Signals are forwarded; the child's exit status becomes ours.
+prints for days. Signals are forwarded; the child's exit status becomes ours, and how it ended (a
+signal, a core dump) is handed to the diagnosis as a record of its own: a segfault prints nothing.
+
+A wrapper must cost its job nothing: the scanner and the diagnosis pipeline are imported only when
+the output grows large or the child fails; a child that exits 0 after a short run never loads them.
 """
 
 from __future__ import annotations
@@ -18,18 +22,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kbdebug.fdtee import write_all
-from kbdebug.normalise import Region
-from kbdebug.parse.needles import needles
-from kbdebug.scan import Scanner
+
+if TYPE_CHECKING:  # imported when the child fails (or prints a lot): a run that succeeds needs no parser
+    from kbdebug.normalise import Region
+    from kbdebug.scan import Scanner
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
 PIPE_GRACE = 2.0  # seconds to drain the pipes after the child exits
 MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
+HOLD = 4 << 20  # output held unscanned until it outgrows this (the scanner keeps as much of a small log anyway)
 
 
 class RunError(Exception):
@@ -40,11 +46,70 @@ class RunError(Exception):
         self.status = status
 
 
+class _Feed:
+    """The scanner's input, held back until it is needed.
+
+    Building the scanner means importing the grammars its needles come from (a third of a cold start);
+    a child that exits 0 needs no diagnosis, so complete lines wait here until they outgrow `hold`
+    bytes (then the scanner is built and reads on, in the pump thread) or the run is diagnosed.
+    Lines are counted, so a record of how the child ended can be placed after its last line.
+    """
+
+    def __init__(self, hold: int = HOLD) -> None:
+        self.hold = hold
+        self.held: list[bytes] = []
+        self.size = 0
+        self.lines = 0
+        self._scanner: Scanner | None = None
+        self.broken = False  # building the scanner failed in a pump; the diagnosis tries again and reports it
+
+    def feed(self, data: bytes) -> None:
+        self.lines += data.count(b"\n")
+        if self.broken:
+            return
+        try:
+            if self._scanner is not None:
+                self._scanner.feed(data)
+                return
+            self.held.append(data)
+            self.size += len(data)
+            if self.size > self.hold:
+                self.scanner()
+        except Exception:  # the parsers failed to load (a broken install): the pumps must go on copying the
+            self.held, self.size, self.broken, self._scanner = [], 0, True, None  # output, or the child blocks on a full pipe
+
+    def scanner(self) -> Scanner:
+        if self._scanner is None:
+            from kbdebug.parse.needles import needles
+            from kbdebug.scan import Scanner
+
+            scanner = Scanner(needles)
+            for chunk in self.held:
+                scanner.feed(chunk)
+            self._scanner, self.held, self.size = scanner, [], 0
+        return self._scanner
+
+
 @dataclass
 class RunResult:
-    returncode: int
-    regions: list[Region]
+    returncode: int  # as a shell reports it: 128 + N for a death by signal N
+    feed: _Feed = field(default_factory=_Feed)
     env: dict[str, str] = field(default_factory=dict)
+    signal: int | None = None  # the signal that killed the child, when one did
+    core_dumped: bool = False
+    interrupted: int | None = None  # a signal that reached kbdebug itself (Ctrl-C, a scheduler's SIGTERM)
+    _regions: list[Region] | None = None
+
+    @property
+    def regions(self) -> list[Region]:
+        """The regions of the output that can hold evidence (the scanner is built here if it was not yet)."""
+        if self._regions is None:
+            self._regions = self.feed.scanner().close()
+        return self._regions
+
+    @property
+    def lines(self) -> int:
+        return self.feed.lines
 
 
 def find_sanitizer() -> str | None:
@@ -76,17 +141,28 @@ def sanitizer_command(tool: str, cmd: list[str]) -> list[str]:
 
 
 class _Pump(threading.Thread):
-    """Copy one of the child's pipes to our fd, a save file, and (line by line) the scanner.
+    """Copy one of the child's pipes to our fd, its own save file, the merged save file and (line by line)
+    the scanner.
 
-    Saving and scanning happen under `lock`, which `run_once` also takes to detach the pump when
-    the child has exited but a grandchild still holds the pipe open.
+    The stream's own log gets every byte as it arrives; the merged log and the scanner get whole lines, so
+    that stdout and stderr interleave line by line there, not in the middle of one (a Python child prints
+    a line and its newline in two writes). Saving and scanning happen under `lock`, which `run_once` also
+    takes to detach the pump when the child has exited but a grandchild still holds the pipe open.
     """
 
-    def __init__(self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[IO[bytes]], lock: threading.Lock) -> None:
+    def __init__(
+        self, src: IO[bytes], dest_fd: int, feed: Callable[[bytes], None], saves: list[int], merged: int | None, lock: threading.Lock
+    ) -> None:
         super().__init__(daemon=True)
-        self.src, self.dest_fd, self.feed, self.saves, self.lock = src, dest_fd, feed, saves, lock
+        self.src, self.dest_fd, self.feed, self.saves, self.merged, self.lock = src, dest_fd, feed, saves, merged, lock
         self.echo = True
         self.detached = False
+
+    def _lines(self, data: bytes, end: bytes = b"") -> None:
+        """Whole lines (or a piece of an overlong one, `end` closing it for the scanner) to the merged log and the scanner."""
+        if self.merged is not None:
+            write_all(self.merged, data)
+        self.feed(data + end)
 
     def run(self) -> None:
         fd = self.src.fileno()
@@ -100,24 +176,23 @@ class _Pump(threading.Thread):
                 break
             if not data:
                 break
+            with self.lock:  # saved before it is shown: whatever the user saw is in the log, whoever is killed next
+                if not self.detached:
+                    for save in self.saves:
+                        write_all(save, data)  # unbuffered: nothing waits in kbdebug's memory for a flush
+                    partial += data
+                    cut = partial.rfind(b"\n") + 1
+                    if cut:
+                        self._lines(partial[:cut])
+                        partial = partial[cut:]
+                    if len(partial) > MAX_PARTIAL:
+                        self._lines(partial, b"\n")
+                        partial = b""
             if self.echo:
                 self.echo = write_all(self.dest_fd, data)
-            with self.lock:
-                if self.detached:
-                    continue
-                for save in self.saves:
-                    save.write(data)
-                partial += data
-                cut = partial.rfind(b"\n") + 1
-                if cut:
-                    self.feed(partial[:cut])
-                    partial = partial[cut:]
-                if len(partial) > MAX_PARTIAL:
-                    self.feed(partial + b"\n")
-                    partial = b""
         with self.lock:
             if partial and not self.detached:
-                self.feed(partial + b"\n")
+                self._lines(partial, b"\n")
 
 
 def _keyboard_signal_reaches_child() -> bool:
@@ -136,20 +211,18 @@ def _keyboard_signal_reaches_child() -> bool:
 def run_once(
     cmd: list[str], env: dict[str, str], save: Path | None = None, tag: str = "run1", out_fd: int = 1, err_fd: int = 2
 ) -> RunResult:
-    scanner = Scanner(needles)
+    """Run `cmd` once. With `save`, its logs are created before the child starts and written as each chunk
+    arrives, unbuffered: a child (or a kbdebug) killed at any moment leaves everything it printed on disk."""
+    result = RunResult(returncode=0, env=env)
     lock = threading.Lock()
-
-    def feed(data: bytes) -> None:  # called with `lock` held
-        scanner.feed(data)
-
     files: list[IO[bytes]] = []
-    saves_out: list[IO[bytes]] = []
-    saves_err: list[IO[bytes]] = []
+    saves_out: list[int] = []
+    saves_err: list[int] = []
+    merged: int | None = None
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
-        merged = open(save / f"{tag}.log", "wb")
-        files = [merged, open(save / f"{tag}.stdout.log", "wb"), open(save / f"{tag}.stderr.log", "wb")]
-        saves_out, saves_err = [merged, files[1]], [merged, files[2]]
+        files = [open(save / f"{tag}{part}.log", "wb", buffering=0) for part in ("", ".stdout", ".stderr")]
+        saves_out, saves_err, merged = [files[1].fileno()], [files[2].fileno()], files[0].fileno()
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     except FileNotFoundError:
@@ -161,11 +234,13 @@ def run_once(
             f.close()
         raise RunError(f"{cmd[0]}: permission denied", 126) from None
     assert proc.stdout is not None and proc.stderr is not None
-    pumps = [_Pump(proc.stdout, out_fd, feed, saves_out, lock), _Pump(proc.stderr, err_fd, feed, saves_err, lock)]
+    feed = result.feed.feed  # called with `lock` held
+    pumps = [_Pump(proc.stdout, out_fd, feed, saves_out, merged, lock), _Pump(proc.stderr, err_fd, feed, saves_err, merged, lock)]
     for p in pumps:
         p.start()
 
     def forward(signum: int, _frame: Any) -> None:
+        result.interrupted = signum
         if signum == signal.SIGINT and _keyboard_signal_reaches_child():
             return  # the terminal sent it to the whole group; sending it again would double it
         try:
@@ -181,7 +256,7 @@ def run_once(
             except (OSError, ValueError):
                 pass
     try:
-        rc = proc.wait()
+        rc, result.core_dumped = _wait(proc)
         for p in pumps:  # a daemon grandchild may keep the pipe open: do not wait for it forever
             p.join(PIPE_GRACE)
     finally:
@@ -195,9 +270,22 @@ def run_once(
         if not any(p.is_alive() for p in pumps):
             proc.stdout.close()
             proc.stderr.close()
-    with lock:
-        regions = scanner.close()
-    return RunResult(returncode=128 - rc if rc < 0 else rc, regions=regions, env=env)
+    result.returncode = 128 - rc if rc < 0 else rc
+    result.signal = -rc if rc < 0 else None
+    return result
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> tuple[int, bool]:
+    """The child's return code (-N for a death by signal N) and whether it dumped core, which only the
+    raw wait status says (`Popen.wait` drops it)."""
+    if os.name != "posix":
+        return proc.wait(), False
+    try:
+        _, status = os.waitpid(proc.pid, 0)  # retried on EINTR (PEP 475): forwarding a signal does not end the wait
+    except ChildProcessError:  # reaped elsewhere
+        return proc.wait(), False
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, os.WIFSIGNALED(status) and os.WCOREDUMP(status)
 
 
 def needs_rerun(diag: Any, env: dict[str, str] | None = None) -> bool:
@@ -260,19 +348,3 @@ def new_save_dir(base: Path) -> Path:
 def shell_quote(cmd: list[str]) -> str:
     """The command as the user's shell would need it typed (`python -c 'raise SystemExit(3)'`)."""
     return subprocess.list2cmdline(cmd) if os.name == "nt" else shlex.join(cmd)
-
-
-# What an exit status with no recognised cause in the output usually means: the process was killed
-# from outside, so its own output cannot say why.
-KILLED_HINTS = {
-    137: (
-        "it was killed with SIGKILL, which the kernel's OOM killer or a job scheduler (Slurm, Kubernetes) usually "
-        "sends when the process exceeds its memory limit; check `dmesg -T | grep -i -E 'killed process|out of memory'` "
-        "and the job's memory limit (`sacct -j JOBID -o MaxRSS,ReqMem`, `kubectl describe pod`)"
-    ),
-}
-
-
-def exit_hint(returncode: int) -> str | None:
-    """The usual reason for an exit status whose output explains nothing (None when there is no usual reason)."""
-    return KILLED_HINTS.get(returncode)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kbdebug.advice import applicable, libraries
 from kbdebug.api import diagnose_regions, diagnose_text
+from kbdebug.diagnoser.context import applicable, libraries
 from kbdebug.parse.needles import needles
 from kbdebug.scan import scan_text
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbdebug.api import diagnose_text
+from kbdebug.kb.layout import rule_paths
 from kbdebug.parse import parse_text
 from kbdebug.parse.needles import needles
 from kbdebug.scan import scan_bytes
@@ -175,7 +176,7 @@ def test_quiet_pipe_prints_only_the_diagnosis() -> None:
 def test_rules_commands(tmp_path: Path) -> None:
     listing = run_cli("rules", "list").stdout.decode()
     assert "scatter_gather_index_oob" in listing
-    assert len(listing.splitlines()) == len(list((ROOT / "knowledge").glob("*.toml")))
+    assert len(listing.splitlines()) == len(rule_paths(ROOT / "knowledge"))
     shown = run_cli("rules", "show", "embedding_index_oob").stdout.decode()
     assert "What it means" in shown and "How to fix" in shown
     assert run_cli("rules", "lint", str(ROOT / "knowledge")).returncode == 0

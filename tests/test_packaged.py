@@ -25,7 +25,7 @@ def test_the_shipped_readings_are_what_the_grammars_say_now() -> None:
 
 def test_a_reading_derived_from_other_text_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     name = "traceback"
-    grammar_hash, code_hash = derive._grammar_hash(name), derive._code_hash()
+    grammar_hash, code_hash = derive._grammar_hash(name), derive.READINGS
     assert packaged.reading(name, "line_start", grammar_hash, code_hash) == derive._line_start(derive.parser(name))
     assert packaged.reading(name, "line_start", "edited-grammar", code_hash) is None
     assert packaged.reading(name, "line_start", grammar_hash, "edited-code") is None
@@ -71,7 +71,7 @@ def test_without_a_cache_only_the_grammars_of_the_logs_formats_are_loaded(tmp_pa
 
 def test_a_damaged_file_costs_only_the_time_to_derive(monkeypatch: pytest.MonkeyPatch) -> None:
     name = "traceback"
-    grammar_hash, code_hash = derive._grammar_hash(name), derive._code_hash()
+    grammar_hash, code_hash = derive._grammar_hash(name), derive.READINGS
     good = packaged._shipped()
     damaged: list[object] = [
         [],
@@ -104,3 +104,25 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
     names = set(wheel.namelist())
     assert {"kbdebug/knowledge/other.toml", "kbdebug/grammars/_common.lark", "kbdebug/grammars/derived.json", "kbdebug/cli.py"} <= names
     assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
+
+
+def test_editing_the_deriving_code_s_text_keeps_the_shipped_readings(tmp_path: Path) -> None:
+    """The readings are keyed by the grammar's text and the readings' version, not by the code's text:
+    a docstring edited in the deriving code neither hides the shipped file nor makes it stale."""
+    import shutil
+
+    for name in ("kbdebug", "grammars", "knowledge"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    derive_py = tmp_path / "kbdebug" / "parse" / "derive.py"
+    derive_py.write_text(derive_py.read_text(encoding="utf-8").replace('"""', '"""Edited. ', 1), encoding="utf-8")
+    check = (
+        "import json\n"
+        "from kbdebug.parse import derive, packaged\n"
+        "shipped = json.loads((packaged.data_dir('grammars') / packaged.FILE).read_text(encoding='utf-8'))\n"
+        "assert shipped == json.loads(json.dumps(derive.packaged_readings())), 'stale'\n"
+        "assert packaged.reading('traceback', 'line_start', derive._grammar_hash('traceback'), derive.READINGS) is not None\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "KBDEBUG_NO_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

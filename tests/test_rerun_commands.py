@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from kbdebug.advice import launch_command
+from kbdebug.diagnoser.context import launch_command
 from kbdebug.api import _live_facts, diagnose_regions, diagnose_text
 from kbdebug.parse.needles import needles
 from kbdebug.scan import scan_text

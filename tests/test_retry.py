@@ -11,12 +11,13 @@ import pytest
 
 from kbdebug import diagnose_text
 from kbdebug._resources import data_dir
+from kbdebug.kb.layout import rule_paths
 from kbdebug.kb.model import RETRY_VALUES
 
-RULE_FILES = sorted(data_dir("knowledge").glob("*.toml"))
+RULE_FILES = rule_paths(data_dir("knowledge"))
 
 
-@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.parent.name if p.name == "rule.toml" else p.stem)
 def test_every_bundled_rule_says_whether_rerunning_helps(path) -> None:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     assert data.get("retry") in RETRY_VALUES, f"{path.name}: retry must be one of {RETRY_VALUES}"

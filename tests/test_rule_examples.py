@@ -11,10 +11,11 @@ import pytest
 
 from kbdebug._resources import data_dir
 from kbdebug.authoring.examples import check_example, check_examples
+from kbdebug.kb.layout import rule_paths
 from kbdebug.kb.loader import load_rule
 from kbdebug.kb.model import Rule
 
-BUNDLED: list[Rule] = [load_rule(path) for path in sorted(data_dir("knowledge").glob("*.toml"))]
+BUNDLED: list[Rule] = [load_rule(path) for path in rule_paths(data_dir("knowledge"))]
 
 
 def _cases(positive: bool) -> list:

@@ -90,7 +90,7 @@ def test_a_named_group_of_a_pattern_is_a_fact_of_its_rule(tmp_path: Path) -> Non
 
 
 def test_duplicate_ids_and_empty_directory(tmp_path: Path) -> None:
-    assert lint_directory(tmp_path) == [f"{tmp_path}: no rule files (*.toml) in this directory"]
+    assert lint_directory(tmp_path) == [f"{tmp_path}: no rules in this directory (a folder <id>/rule.toml, or a file <id>.toml)"]
     rule_file(tmp_path, "a", 'id = "same"\ntitle = "a user rule"')
     rule_file(tmp_path, "b", 'id = "same"\ntitle = "a user rule"')
     assert lint_directory(tmp_path) == [f"{tmp_path / 'b.toml'}: id: 'same' is already defined in {tmp_path / 'a.toml'}"]
@@ -128,20 +128,16 @@ def test_rules_show_prints_matches_and_fills_the_guide() -> None:
 
 
 def test_each_rule_vocabulary_holds_every_fact_kbdebug_produced_for_it() -> None:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-
     from test_diagnosis import RULE_FIXTURES
 
     from kbdebug.api import diagnose_text
     from kbdebug.authoring.facts import rule_vocabulary
     from kbdebug.authoring.lint import folded_kinds
     from kbdebug.kb import load_kb
+    from kbdebug.kb.loader import read_rule_data
 
     kb = load_kb()
-    data = {r.id: tomllib.loads(kb.sources[r.id].read_text()) for r in kb.rules}
+    data = {r.id: read_rule_data(kb.sources[r.id])[2] for r in kb.rules}
     vocab = {rid: rule_vocabulary(d, folded_kinds(d, kb.rules)) for rid, d in data.items()}
     texts = list(RULE_FIXTURES.values()) + [s for r in kb.rules for s in r.examples.positive]
     produced = {(inc.rule, key) for text in texts for inc in diagnose_text(text).incidents for key in inc.facts}

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from kbdebug.api import diagnose_text
-from kbdebug.kb.matcher import rank_list
-from kbdebug.signature import normalise_message
+from kbdebug.diagnoser.match import rank_list
+from kbdebug.diagnoser.signature import normalise_message
 
 ASSERT = (
     "{prefix}/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{line}: operator(): block: [{b},0,0], "

@@ -20,6 +20,7 @@ import jinja2.meta
 from kbdebug._resources import data_dir
 from kbdebug.authoring.examples import check_examples
 from kbdebug.authoring.facts import rule_vocabulary
+from kbdebug.kb.layout import rule_paths
 from kbdebug.kb.loader import read_rule, read_rule_data, rule_templates
 from kbdebug.kb.model import Rule
 
@@ -124,9 +125,9 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
     elif not directory.is_dir():
         return [f"{directory}: no such rule file or directory"]
     else:
-        paths = sorted(directory.glob("*.toml"))
+        paths = rule_paths(directory)
     if not paths:
-        return [f"{directory}: no rule files (*.toml) in this directory"]
+        return [f"{directory}: no rules in this directory (a folder <id>/rule.toml, or a file <id>.toml)"]
     loaded: list[tuple[Path, Rule | None, dict[str, Any]]] = []
     problems: list[str] = []
     seen: dict[str, Path] = {}
@@ -159,7 +160,7 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
 
 def _bundled_rules() -> list[Rule]:
     rules = []
-    for path in sorted(data_dir("knowledge").glob("*.toml")):
+    for path in rule_paths(data_dir("knowledge")):
         rule, _ = read_rule(path)
         if rule is not None:
             rules.append(rule)

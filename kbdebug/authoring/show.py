@@ -19,8 +19,9 @@ _NOT_MATCHING = frozenset({"id", "title", "guide", "examples", "references", "co
 def show_rule(rule: Rule, kb: KnowledgeBase, kb_dirs: list[Path] | None, fmt: str = "text", width: int = 100) -> str:
     """The rule's matching data and examples, then its guide rendered as a diagnosis of its first positive example."""
     from kbdebug.api import diagnose_text
+    from kbdebug.diagnoser.guides import fill_incident
     from kbdebug.diagnosis import Diagnosis, Incident
-    from kbdebug.render import fill_incident, render
+    from kbdebug.render import render
 
     data = rule.model_dump(exclude_defaults=True)
     lines = [f"{rule.id}: {rule.title}", f"  file: {kb.sources.get(rule.id, '?')}", "", "Matches:"]

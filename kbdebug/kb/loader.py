@@ -13,9 +13,9 @@ import jinja2
 import pydantic
 from pydantic import ValidationError
 
-from kbdebug._cache import cached, module_source
+from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
-from kbdebug._version import __version__
+from kbdebug.kb.layout import LayoutError, rule_data, rule_files, rule_paths
 from kbdebug.kb.model import Rule
 
 
@@ -78,6 +78,10 @@ def read_rule_data(path: Path, data: bytes | None = None, templates: bool = True
         return None, [f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"], {}
     except tomllib.TOMLDecodeError as exc:
         return None, [f"{path}: not valid TOML: {exc}"], {}
+    try:
+        parsed = rule_data(path, parsed)
+    except LayoutError as exc:
+        return None, [str(exc)], parsed
     rule = None
     try:
         rule = Rule.model_validate(parsed)
@@ -151,7 +155,6 @@ def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
 
 
 _MEMO: dict[str, KnowledgeBase] = {}
-_CODE = (__name__, "kbdebug.kb.model")  # a changed rule model or loader must not read a KnowledgeBase pickled by the old one
 
 
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
@@ -164,17 +167,20 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     for directory in rule_dirs(extra):
         if not directory.is_dir():
             raise RuleFileError(f"{directory}: rule directory does not exist")
-        for path in sorted(directory.glob("*.toml")):
+        for path in rule_paths(directory):
             try:
                 files.append((path, path.read_bytes()))
             except OSError as exc:
                 raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    digest = hashlib.sha256(f"{__version__}|{pydantic.VERSION}|{sys.version}".encode())
-    for module in _CODE:
-        digest.update(module_source(module).encode())
-    for path, data in files:
-        digest.update(f"\0{path}\0{len(data)}\0".encode())
-        digest.update(data)
+    digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
+    for path, _ in files:
+        for part in rule_files(path):  # a folder's guide and examples are part of the rule
+            try:
+                data = part.read_bytes()
+            except OSError:
+                data = b"\0missing"  # reported when the rule is read
+            digest.update(f"\0{part}\0{len(data)}\0".encode())
+            digest.update(data)
     key = digest.hexdigest()[:24]
     kb = _MEMO.get(key)
     if kb is None:
@@ -192,9 +198,9 @@ def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
     kb = KnowledgeBase()
     for path, data in files:
         try:
-            rule = load_rule(path, data, templates=path.parent != bundled)  # parsing ~200 templates: a fifth of a cold start
+            rule = load_rule(path, data, templates=bundled not in path.parents)  # parsing ~200 templates: a fifth of a cold start
         except RuleFileError as exc:
-            if path.parent == bundled:
+            if bundled in path.parents:
                 raise
             kb.skipped.append(str(exc))
             continue

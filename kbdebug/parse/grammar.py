@@ -16,7 +16,7 @@ import lark
 from lark import Lark, Tree
 from lark.exceptions import LarkError
 
-from kbdebug._cache import cached, module_source
+from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 
 GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "sanitizer_location", "oom", "distributed", "elastic", "messages")
@@ -130,11 +130,11 @@ def parser(name: str) -> Lark:
     """The parser for `grammars/<name>.lark`, built once and cached on disk.
 
     Building an Earley parser costs 10-20 ms per grammar, most of a cold `kbdebug explain`;
-    unpickling it costs 1-4 ms. The cache key covers the grammar text, lark, Python and this module (how a parser is pickled), so an
-    edited grammar or an upgrade never meets a stale parser; any cache problem means a rebuild.
+    unpickling it costs 1-4 ms. The cache key covers the grammar text, lark, Python and kbdebug's code
+    version (how a parser is pickled), so an edited grammar or an upgrade never meets a stale parser; any cache problem means a rebuild.
     """
     text, common = source(name), source("_common")
-    key = hashlib.sha256(f"{lark.__version__}|{sys.version}|{text}|{common}|{module_source(__name__)}".encode()).hexdigest()[:20]
+    key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{text}|{common}".encode()).hexdigest()[:20]
     if _is_lalr(text):  # LALR tables travel as lark's own serialised data, not as a pickled parser
         return cached(name, key, Lark, lambda: _build(text), _save, lambda data: Lark.load(io.BytesIO(data)))
     return cached(name, key, Lark, lambda: _build(text), _dumps)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 
-from kbdebug._cache import cached, module_source
-from kbdebug.parse.derive import code_text, required_texts
+from kbdebug._cache import cached, code_version
+from kbdebug.parse.derive import required_texts
 from kbdebug.parse.grammar import GRAMMARS, directive, source
 
 MIN_NEEDLE = 4  # a text shorter than this cannot be searched for: it is everywhere
@@ -35,8 +35,7 @@ def needles() -> tuple[bytes, ...]:
     """A small set of byte strings such that every opening line of every grammar holds one; derived once
     per set of grammars and kept in the cache, so a cold start that needs no parser does not build them."""
     sources = "".join(source(name) for name in (*GRAMMARS, "_common"))
-    code = module_source(__name__) + code_text()
-    key = hashlib.sha256(f"{sources}|{code}".encode()).hexdigest()[:20]  # the grammars and the code that reads them
+    key = hashlib.sha256(f"{sources}|{code_version()}".encode()).hexdigest()[:20]  # the grammars and the code that reads them
     return cached("needles", key, tuple, _derive)
 
 

@@ -73,13 +73,3 @@ def decode(what: str, value: Any) -> Any:
     else:
         raise ValueError(f"{what}: not a reading")
     return out
-
-
-def main() -> int:
-    """Write grammars/derived.json from the grammars and the code that reads them now."""
-    from kbdebug.parse.derive import packaged_readings
-
-    path = data_dir("grammars") / FILE
-    path.write_text(json.dumps(packaged_readings(), indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {path}")
-    return 0

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from kbdebug.frames import basename, is_library_path
 from kbdebug.records.base import Record, Triple
 from kbdebug.records.job import ProcessExit
-from kbdebug.shapes import relation, shape_facts, shapes_in
+from kbdebug.shapes import SHAPE_FACTS, relation, shape_facts, shapes_in
 from kbdebug.stamps import parse_stamp
 
 __all__ = ["ProcessExit", "Record", "Triple"]
@@ -28,6 +28,19 @@ class KernelAssert(Record):
     """`FILE:LINE: FUNC: block: [..], thread: [..] Assertion `COND` failed.`, grouped over threads."""
 
     kind: Literal["kernel_assert"] = "kernel_assert"
+    FACTS = (
+        "kernel_file",
+        "kernel_line",
+        "assertion",
+        "kernel_path",
+        "kernel_function",
+        "assert_lines",
+        "distinct_blocks",
+        "distinct_threads",
+        "first_block",
+        "first_thread",
+        "assert_message",
+    )
     path: str
     kernel_file: str
     kernel_line: int | None = None
@@ -72,6 +85,17 @@ class PyException(Record):
     """A Python traceback, or a lone `Type: message` line when the frames were not pasted."""
 
     kind: Literal["exception"] = "exception"
+    FACTS = (
+        "error_message",
+        "error_type",
+        "innermost_user_frame",
+        "user_code",
+        "user_function",
+        "raised_at",
+        "raised_code",
+        "shapes",
+        *SHAPE_FACTS,
+    )
     exc_type: str
     message: str
     frames: list[Frame] = []
@@ -176,6 +200,7 @@ class CudaError(Record):
     """Host-side CUDA error text: `CUDA error: ...`, legacy `cuda runtime error (N)`, THCudaCheck."""
 
     kind: Literal["cuda_error"] = "cuda_error"
+    FACTS = ("cuda_error", "async_hint", "cuda_error_name", "cuda_error_code", "kernel_file", "kernel_line", "error_type", "error_message")
     error: str
     error_name: str | None = None
     code: int | None = None
@@ -205,6 +230,7 @@ class CppException(Record):
     """`terminate called after throwing ...`, `what():` and `Exception raised from ...` blocks."""
 
     kind: Literal["cpp_exception"] = "cpp_exception"
+    FACTS = ("error_type", "error_message", "raised_from")
     exc_type: str | None = None
     what: str | None = None
     raised_from: str | None = None
@@ -234,6 +260,33 @@ class SanitizerReport(Record):
     """One compute-sanitizer / cuda-memcheck error report with its detail lines."""
 
     kind: Literal["sanitizer"] = "sanitizer"
+    FIELD_FACTS = (
+        "memory_space",
+        "access",
+        "access_size_bytes",
+        "address",
+        "address_phrase",
+        "allocation",
+        "hazard_type",
+        "hazards",
+        "api_error",
+        "api_call",
+        "severity",
+    )
+    FACTS = (
+        "tool",
+        "check",
+        "category",
+        *FIELD_FACTS,
+        "kernel_name",
+        "pc_offset",
+        "kernel_file",
+        "kernel_line",
+        "kernel_path",
+        "first_thread",
+        "first_block",
+        "error_message",
+    )
     tool: Literal["compute-sanitizer", "cuda-memcheck"] | None = None
     check: Literal["memcheck", "racecheck", "initcheck", "synccheck", "leakcheck"]
     category: str
@@ -261,19 +314,7 @@ class SanitizerReport(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | {"tool": self.tool, "check": self.check, "category": self.category}
-        f |= self._fields(
-            "memory_space",
-            "access",
-            "access_size_bytes",
-            "address",
-            "address_phrase",
-            "allocation",
-            "hazard_type",
-            "hazards",
-            "api_error",
-            "api_call",
-            "severity",
-        )
+        f |= self._fields(*self.FIELD_FACTS)
         if self.function is not None:
             f["kernel_name"] = self.function
         if self.pc is not None:
@@ -302,6 +343,21 @@ class Oom(Record):
     """A CUDA out-of-memory message; figures kept as printed (`2.00 GiB`)."""
 
     kind: Literal["oom"] = "oom"
+    FACTS = ("error_type",)
+    FIELD_FACTS = (
+        "tried_to_allocate",
+        "total_capacity",
+        "free",
+        "gpu_index",
+        "already_allocated",
+        "reserved_in_total",
+        "cached",
+        "allowed",
+        "process_memory_in_use",
+        "allocated_by_pytorch",
+        "reserved_but_unallocated",
+        "private_pools",
+    )
     exc_type: str | None = None
     device: str = "CUDA"
     tried_to_allocate: str | None = None
@@ -318,20 +374,7 @@ class Oom(Record):
     private_pools: str | None = None
 
     def facts(self) -> dict[str, Any]:
-        f = super().facts() | self._fields(
-            "tried_to_allocate",
-            "total_capacity",
-            "free",
-            "gpu_index",
-            "already_allocated",
-            "reserved_in_total",
-            "cached",
-            "allowed",
-            "process_memory_in_use",
-            "allocated_by_pytorch",
-            "reserved_but_unallocated",
-            "private_pools",
-        )
+        f = super().facts() | self._fields(*self.FIELD_FACTS)
         if self.exc_type:
             f["error_type"] = self.exc_type
         return f
@@ -341,6 +384,7 @@ class LibraryError(Record):
     """`CUBLAS_STATUS_*` / `CUDNN_STATUS_*` failures and the call that returned them."""
 
     kind: Literal["library_error"] = "library_error"
+    FACTS = tuple(f"{lib}_{what}" for lib in ("cublas", "cudnn") for what in ("status", "call"))  # `{library}_status`
     library: Literal["cublas", "cudnn"]
     status: str
     call: str | None = None
@@ -355,6 +399,8 @@ class LibraryError(Record):
 
 class NcclEvent(Record):
     kind: Literal["nccl"] = "nccl"
+    FIELD_FACTS = ("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error")
+    FACTS = (*FIELD_FACTS, "nccl_event")
     event: Literal["watchdog_timeout", "nccl_error", "aborted", "watchdog_exception"]
     text: str
     op_type: str | None = None
@@ -364,13 +410,14 @@ class NcclEvent(Record):
     nccl_error: str | None = None
 
     def facts(self) -> dict[str, Any]:
-        return super().facts() | self._fields("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error") | {"nccl_event": self.event}
+        return super().facts() | self._fields(*self.FIELD_FACTS) | {"nccl_event": self.event}
 
 
 class ElasticFailure(Record):
     """One row of torch.distributed.elastic's `Root Cause` / `Other Failures` table."""
 
     kind: Literal["elastic_failure"] = "elastic_failure"
+    FACTS = ("local_rank", "exitcode", "host", "time")
     root: bool
     failed_rank: int | None = None
     local_rank: int | None = None
@@ -401,6 +448,9 @@ class TorchMessage(Record):
     """A known PyTorch / MONAI message template, with its values (shapes as lists of ints)."""
 
     kind: Literal["message"] = "message"
+    # and the values messages.lark reads (each named after the field it fills)
+    FACTS = ("message_template", "shapes", "shape_relation", *SHAPE_FACTS)
+    FACTS_FROM_GRAMMAR = "messages"
     template: str
     text: str
     values: dict[str, str | int | float | bool | None] = {}
@@ -427,6 +477,7 @@ class TorchMessage(Record):
 
 class ArchWarning(Record):
     kind: Literal["arch_warning"] = "arch_warning"
+    FACTS = ("gpu_name", "device_capability", "supported_archs")
     gpu_name: str
     device_capability: str
     supported_archs: list[str] = []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,6 +27,18 @@ class Record(BaseModel):
     time: Stamp | None = None  # the time its line was stamped with (a launcher's or logger's prefix): who failed first
     if TYPE_CHECKING:  # each record type declares its own Literal `kind`, the union's discriminator
         kind: str
+    # The facts this kind says (`facts()`), declared beside it: `rules lint` checks guide variables against
+    # these names, and tests/test_fact_declarations.py that `facts()` says nothing undeclared.
+    FACTS: ClassVar[tuple[str, ...]] = ("rank",)
+    # Fields said under their own names when set (`self._fields(*FIELD_FACTS)`); declared facts too.
+    FIELD_FACTS: ClassVar[tuple[str, ...]] = ()
+    # A kind whose facts include the values a grammar reads (`TorchMessage.values`) names that grammar.
+    FACTS_FROM_GRAMMAR: ClassVar[str | None] = None
+
+    @classmethod
+    def declared_facts(cls) -> frozenset[str]:
+        """Every fact this kind may say: its own declaration and those of the kinds it extends."""
+        return frozenset(name for c in cls.__mro__ for key in ("FACTS", "FIELD_FACTS") for name in c.__dict__.get(key, ()))
 
     def facts(self) -> dict[str, Any]:
         """The facts of rule-ids.md this record carries; each record kind says its own."""

@@ -32,9 +32,10 @@ class ProcessExit(Record):
     reporter: Literal["shell", "launcher", "scheduler", "status"] = "shell"
     core_dumped: bool = False
     pid: int | None = None
+    FIELD_FACTS = ("signal", "exit_code", "pid")
 
     def facts(self) -> dict[str, Any]:
-        return super().facts() | self._fields("signal", "exit_code", "pid")
+        return super().facts() | self._fields(*self.FIELD_FACTS)
 
 
 def signal_name(number: int) -> str:

@@ -9,13 +9,11 @@ around them come from `Diagnosis.lines` (kept where the diagnosis is assembled, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kbdebug.diagnosis import Diagnosis, Incident
+from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN, frame_needle
+from kbdebug.diagnosis import Incident
 
-CONTEXT = 2  # lines shown before and after each record
-MAX_SHOWN = 14  # lines of one record shown before the rest is summarised
 _DIGITS = re.compile(r"\d+")
 _BLOCK = re.compile(r"block: \[(\d+)")
 
@@ -28,36 +26,6 @@ class EvidenceLine:
     text: str
     decisive: bool = False
     highlight: str = ""  # the decisive part of the line; empty: the whole line
-
-
-def keep_context(diag: Diagnosis, lines: Iterable[tuple[int, str]]) -> Diagnosis:
-    """Keep the scanned lines near each incident's records, so renderers can show them in context, and the
-    user's own frame (`File "train.py", line 42` and its code line) wherever it is in the log."""
-    wanted: set[int] = set()
-    frames = {needle for inc in diag.incidents if (needle := _frame_needle(inc.facts))}
-    for inc in diag.incidents:
-        for rec in inc.records:
-            last = min(rec.last_line or rec.first_line, rec.first_line + MAX_SHOWN)
-            wanted.update(range(rec.first_line - CONTEXT, last + CONTEXT + 1))
-            wanted.update(range((rec.last_line or rec.first_line) - CONTEXT, (rec.last_line or rec.first_line) + CONTEXT + 1))
-    code_next = False
-    for no, text in lines:
-        if no in wanted or code_next:
-            diag.lines[no] = text
-        code_next = False
-        if frames and any(needle in text for needle in frames):
-            diag.lines[no] = text
-            code_next = True  # Python prints the frame's source line under it
-    return diag
-
-
-def _frame_needle(facts: dict) -> str:
-    """How the innermost user frame appears in a traceback: `"PATH", line N`."""
-    frame = facts.get("innermost_user_frame")
-    if not isinstance(frame, str) or ":" not in frame:
-        return ""
-    path, _, line = frame.rpartition(":")
-    return f'"{path}", line {line}' if line.isdigit() else ""
 
 
 def _shape(text: str) -> str:
@@ -95,13 +63,13 @@ def _rank(text: str, facts: dict) -> int:
 def _user_frame_lines(facts: dict, own: dict[int, str], first: int, last: int) -> set[int]:
     """The `File "...", line N` of the innermost user frame and its code line: the user's own line stays
     among the evidence when a long traceback is cut."""
-    needle = _frame_needle(facts)
+    needle = frame_needle(facts)
     return {n for no in range(first, last + 1) if needle and needle in own.get(no, "") for n in (no, no + 1)} if needle else set()
 
 
 def _user_frame_block(facts: dict, lines: dict[int, str], shown: set[int]) -> list[EvidenceLine]:
     """The user's frame as its own block when no record's block holds it (the record is the message alone)."""
-    needle = _frame_needle(facts)
+    needle = frame_needle(facts)
     at = next((no for no, text in sorted(lines.items()) if needle and needle in text), None)
     if at is None or at in shown:
         return []

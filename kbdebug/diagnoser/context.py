@@ -208,13 +208,9 @@ def _relaunched(text: str, script: str, launch: str) -> str:
     return re.sub(rf"(?<![\w/.-])python {re.escape(script)}(?![\w/.-])", lambda _: launch, text)
 
 
-def advise(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> Diagnosis:
-    """Give each incident its context facts, fill its guide and commands, keep the commands that help.
-
-    A command or guide that reruns `python SCRIPT` gets the command the run was launched with (`launch`):
-    the script's own arguments, pytest's node id, torchrun and its options (read from a log: `torchrun ...`)."""
-    from kbdebug.render import fill, script_name
-
+def add_context(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> None:
+    """Give each incident its context facts (and what the caller knows, `extra`), before its guide is filled;
+    `launcher` ("torchrun") when a log shows the job was started by one."""
     launcher = log_launcher(diag) if (origin or "log") in ("log", "run", "rerun") else None
     for inc in diag.incidents:
         rule = kb.get(inc.rule)
@@ -223,11 +219,17 @@ def advise(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra:
             inc.facts.setdefault(key, val)
         if launcher:
             inc.facts.setdefault("launcher", launcher)
-    fill(diag, kb)
+
+
+def keep_applicable(diag: Diagnosis) -> None:
+    """Keep, of each incident's filled commands, those that can help in its context. A command or guide that
+    reruns `python SCRIPT` gets the command the run was launched with (`launch`): the script's own arguments,
+    pytest's node id, torchrun and its options (read from a log: `torchrun ... SCRIPT`)."""
+    from kbdebug.diagnoser.guides import script_name
+
     for inc in diag.incidents:
         script = str(inc.facts.get("script") or script_name(inc.facts))
         launch = str(inc.facts.get("launch") or (f"torchrun ... {script}" if inc.facts.get("launcher") == "torchrun" else ""))
         inc.commands = applicable([_relaunched(c, script, launch) for c in inc.commands], inc.facts)
         inc.guide = {k: _relaunched(v, script, launch) for k, v in inc.guide.items()}
         inc.fix = _relaunched(inc.fix, script, launch)
-    return diag

@@ -1,0 +1,102 @@
+"""What `kbdebug run -- CMD` adds to CMD, as differences to the bare command measured in the same run.
+
+A job wrapper must cost its job nothing it can notice. Three figures per child:
+- bare: the command alone;
+- wrapped: `kbdebug run -- CMD`; "added" is wrapped minus bare;
+- over the CLI: added minus `kbdebug --version`, the cost of starting kbdebug's Python CLI at all
+  (interpreter, typer): what `run` itself adds, the part the wrapper's code decides.
+Children: `true` and `python -c pass` (a job that succeeds at once), one that prints 20 MB in 100-byte
+lines (the pumps' throughput; the output goes to /dev/null either way; `-u` is the child as kbdebug runs
+it, unbuffered), and one that fails (the diagnosis, paid only on failure). Runs are interleaved so a noisy
+machine slows every command alike; the median is what a user meets, the minimum the least disturbed by a
+shared machine. Wall clock and CPU time (user + system, of kbdebug and its child) are both reported.
+`--against DIR` times the wrapped commands of another checkout (e.g. the main branch) in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KB = [sys.executable, "-m", "kbdebug"]
+PY = sys.executable
+PRINT_20MB = "import sys\nline = 'x' * 99 + '\\n'\nfor _ in range(200_000): sys.stdout.write(line)"
+CHILDREN = {
+    "true": ["true"],
+    "python -c pass": [PY, "-c", "pass"],
+    "python printing 20 MB": [PY, "-c", PRINT_20MB],
+    # kbdebug run makes a Python child unbuffered (output is live): this bare figure is the pumps' own baseline
+    "python -u printing 20 MB": [PY, "-u", "-c", PRINT_20MB],
+    "python failing (diagnosed)": [PY, "-c", "raise SystemExit(3)"],
+}
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall-clock seconds, and CPU seconds (user + system) of the command and every process it waited for:
+    on a shared machine the CPU time is the steadier figure, the wall clock the one a user meets."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    # run from / : `python -m` puts the working directory first on sys.path, before PYTHONPATH
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env, cwd="/", check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--against", type=Path, metavar="DIR", help="another kbdebug checkout to time beside this one")
+    args = ap.parse_args()
+    # A cold start is a fresh process, not uncompiled sources: write the bytecode first, as an install does.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(ROOT)
+    other = {**env, "PYTHONPATH": str(args.against)} if args.against else None
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kbdebug")], env=env, check=False)
+    for e in (env, other or env):  # warm the caches
+        subprocess.run([*KB, "run", "--", PY, "-c", "raise SystemExit(3)"], capture_output=True, env=e, cwd="/", check=False)
+    cases: dict[str, tuple[list[str], dict[str, str]]] = {"kbdebug --version (the CLI floor)": ([*KB, "--version"], env)}
+    for name, cmd in CHILDREN.items():
+        cases[name] = (cmd, env)
+        cases[f"kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], env)
+        if other is not None:
+            cases[f"{args.against}: kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], other)
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.runs):
+        for name, (cmd, e) in cases.items():
+            wall, used = timed(cmd, e)
+            times[name].append(wall)
+            cpu[name].append(used)
+    for title, figures in (("wall clock", times), ("CPU time (user + system)", cpu)):
+        print(f"== {title}")
+        table(figures, args.against)
+    return 0
+
+
+def table(times: dict[str, list[float]], against: Path | None) -> None:
+    med = {name: statistics.median(t) for name, t in times.items()}
+    low = {name: min(t) for name, t in times.items()}
+    cli = "kbdebug --version (the CLI floor)"
+    print(f"{'':44s} {'median':>8s} {'min':>8s} {'added (med/min)':>17s} {'over the CLI (med/min)':>24s}")
+    print(f"{cli:44s} {med[cli] * 1000:6.0f}ms {low[cli] * 1000:6.0f}ms")
+    for name in CHILDREN:
+        print(f"{name:44s} {med[name] * 1000:6.0f}ms {low[name] * 1000:6.0f}ms")
+        for label, wrapped in (("", f"kbdebug run -- {name}"), (f"  {against}", f"{against}: kbdebug run -- {name}")):
+            if wrapped not in med:
+                continue
+            added = f"{(med[wrapped] - med[name]) * 1000:+.0f}/{(low[wrapped] - low[name]) * 1000:+.0f} ms"
+            over = f"{(med[wrapped] - med[name] - med[cli]) * 1000:+.0f}/{(low[wrapped] - low[name] - low[cli]) * 1000:+.0f} ms"
+            title = f"kbdebug run -- {name}"[: 44 - len(label)] + label
+            print(f"{title:44s} {med[wrapped] * 1000:6.0f}ms {low[wrapped] * 1000:6.0f}ms {added:>17s} {over:>24s}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

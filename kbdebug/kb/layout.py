@@ -1,0 +1,106 @@
+"""How a rule lies on disk: a folder of its own, or, for a quick user rule, one TOML file.
+
+A bundled rule is a folder named after its id:
+
+    knowledge/<id>/rule.toml                what it matches, what it is a consequence of, `retry`, checks, references
+    knowledge/<id>/guide.md                 its guide: Markdown with jinja2 over the incident's facts, one `##`
+                                            section each for What it means / Why it happens / How to confirm / How to fix
+    knowledge/<id>/examples/positive/*.log  log snippets that must be diagnosed as the rule
+    knowledge/<id>/examples/negative/*.log  ... and that must not (near misses)
+
+A guide is written with real newlines: a line break inside a paragraph is a space, as Markdown reads
+it, and a blank line ends a paragraph. What stands before the first section is shared by all four:
+decide a case once there (`{% set wanted = ... %}`) instead of writing the same branches in each.
+
+A single `<name>.toml` holding `[guide]` and `[examples]` tables is the same rule in one file (handy
+for a user's own rule); both forms are read by `rule_data`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+RULE_FILE = "rule.toml"
+GUIDE_FILE = "guide.md"
+EXAMPLES_DIR = "examples"
+# The guide's sections: its model's field, and the heading the user reads.
+GUIDE_SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
+_HEADING = re.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+
+
+class LayoutError(ValueError):
+    """A rule folder that cannot be read as one: the file and what is wrong with it."""
+
+
+def rule_paths(directory: Path) -> list[Path]:
+    """The rules in a directory: each folder's `rule.toml` and each single-file `*.toml`, by name."""
+    found = [p for p in directory.glob("*.toml") if p.is_file()]
+    found += [p for p in directory.glob(f"*/{RULE_FILE}") if p.is_file()]
+    return sorted(found, key=lambda p: (p.parent.name if p.name == RULE_FILE else p.stem, str(p)))
+
+
+def is_folder_rule(path: Path) -> bool:
+    return path.name == RULE_FILE
+
+
+def rule_files(path: Path) -> list[Path]:
+    """Every file a rule is read from (its cache key): the TOML, and for a folder its guide and examples."""
+    if not is_folder_rule(path):
+        return [path]
+    folder = path.parent
+    examples = sorted((folder / EXAMPLES_DIR).glob("*/*.log"))
+    return [path, folder / GUIDE_FILE, *examples]
+
+
+def read_guide(text: str, where: Path) -> dict[str, str]:
+    """The sections of a guide.md, each as one template (paragraphs kept, line breaks inside them spaces)."""
+    titles = {title.lower(): key for key, title in GUIDE_SECTIONS}
+    marks = list(_HEADING.finditer(text))
+    shared = join_lines(text[: marks[0].start()] if marks else text)
+    out: dict[str, str] = {}
+    for i, mark in enumerate(marks):
+        key = titles.get(mark.group(1).strip().lower())
+        if key is None:
+            known = ", ".join(f"'## {title}'" for _, title in GUIDE_SECTIONS)
+            raise LayoutError(f"{where}: unknown section '## {mark.group(1).strip()}' (the sections are {known})")
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        body = join_lines(text[mark.end() : end])
+        out[key] = f"{shared} {body}" if shared and body else body
+    return out
+
+
+def join_lines(text: str) -> str:
+    """Markdown's reading of a paragraph's line breaks: a space; a blank line still ends the paragraph."""
+    paragraphs = re.split(r"\n[ \t]*\n", text.strip())
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs if p.strip())
+
+
+def read_examples(folder: Path) -> dict[str, list[str]]:
+    """The example snippets of a rule folder, each file one snippet, in file-name order."""
+    out: dict[str, list[str]] = {}
+    for kind in ("positive", "negative"):
+        files = sorted((folder / EXAMPLES_DIR / kind).glob("*.log"))
+        out[kind] = [f.read_text(encoding="utf-8") for f in files]
+    return out
+
+
+def rule_data(path: Path, parsed: dict[str, Any]) -> dict[str, Any]:
+    """A rule's whole data: the TOML's, with a folder's guide and examples joined in."""
+    if not is_folder_rule(path):
+        return parsed
+    folder = path.parent
+    for table, name in (("guide", GUIDE_FILE), ("examples", EXAMPLES_DIR)):
+        if table in parsed:
+            raise LayoutError(f"{path}: [{table}] belongs in {name} beside it, not in {RULE_FILE}")
+    data = dict(parsed)
+    guide = folder / GUIDE_FILE
+    try:
+        data["guide"] = read_guide(guide.read_text(encoding="utf-8"), guide)
+        data["examples"] = read_examples(folder)
+    except OSError as exc:
+        raise LayoutError(f"{exc.filename or guide}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise LayoutError(f"{folder}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return data

@@ -1,0 +1,113 @@
+"""A rule is a folder: rule.toml, guide.md (Markdown with jinja2, real newlines), examples/positive|negative/*.log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import run_cli
+
+from kbdebug.authoring.lint import lint_directory
+from kbdebug.kb import load_kb
+from kbdebug.kb.layout import join_lines, rule_paths
+from kbdebug.kb.loader import read_rule
+
+RULE = """id = "shm_user_rule"
+title = "a user's rule in a folder"
+priority = 99
+retry = "smaller"
+
+[[match]]
+kind = "exception"
+fields = { message = 'insufficient shared memory' }
+"""
+
+GUIDE = """## What it means
+
+A DataLoader worker ran out of shared memory{% if innermost_user_frame %}
+at `{{ innermost_user_frame }}`{% endif %}.
+
+Second paragraph.
+
+## Why it happens
+
+`/dev/shm` is small
+in containers.
+
+## How to confirm
+
+`df -h /dev/shm`.
+
+## How to fix
+
+Ask for more shared memory.
+"""
+
+POSITIVE = "RuntimeError: DataLoader worker (pid 12) is killed: insufficient shared memory (shm)\n"
+NEGATIVE = "RuntimeError: CUDA error: misaligned address\n"
+
+
+def make_rule(root: Path, guide: str = GUIDE, rule: str = RULE) -> Path:
+    folder = root / "shm_user_rule"
+    (folder / "examples" / "positive").mkdir(parents=True)
+    (folder / "examples" / "negative").mkdir(parents=True)
+    (folder / "rule.toml").write_text(rule, encoding="utf-8")
+    (folder / "guide.md").write_text(guide, encoding="utf-8")
+    (folder / "examples" / "positive" / "01.log").write_text(POSITIVE, encoding="utf-8")
+    (folder / "examples" / "negative" / "01.log").write_text(NEGATIVE, encoding="utf-8")
+    return folder / "rule.toml"
+
+
+def test_a_folder_rule_reads_its_guide_and_examples(tmp_path: Path) -> None:
+    path = make_rule(tmp_path)
+    assert rule_paths(tmp_path) == [path]
+    rule, problems = read_rule(path)
+    assert problems == [] and rule is not None
+    assert rule.guide.what == (
+        "A DataLoader worker ran out of shared memory{% if innermost_user_frame %} at `{{ innermost_user_frame }}`{% endif %}."
+        "\n\nSecond paragraph."
+    )
+    assert rule.guide.why == "`/dev/shm` is small in containers."
+    assert rule.examples.positive == [POSITIVE] and rule.examples.negative == [NEGATIVE]
+    assert lint_directory(tmp_path) == []
+
+
+def test_a_folder_rule_diagnoses_and_an_edited_example_is_seen_at_once(tmp_path: Path) -> None:
+    make_rule(tmp_path)
+    proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), "-", stdin=POSITIVE.encode())
+    assert b'"rule": "shm_user_rule"' in proc.stdout and b'"retry": "smaller"' in proc.stdout
+    first = load_kb([tmp_path])
+    (tmp_path / "shm_user_rule" / "examples" / "positive" / "02.log").write_text(POSITIVE + "again\n", encoding="utf-8")
+    second = load_kb([tmp_path])
+    rule = second.get("shm_user_rule")
+    assert second is not first and rule is not None and len(rule.examples.positive) == 2
+
+
+def test_a_broken_folder_names_the_file_and_the_problem(tmp_path: Path) -> None:
+    path = make_rule(tmp_path, guide=GUIDE.replace("## How to fix", "## How to repair"))
+    rule, problems = read_rule(path)
+    assert rule is None and len(problems) == 1
+    assert problems[0].startswith(f"{tmp_path / 'shm_user_rule' / 'guide.md'}: unknown section '## How to repair'")
+    path.write_text(RULE + '\n[guide]\nwhat = "inline"\n', encoding="utf-8")
+    (tmp_path / "shm_user_rule" / "guide.md").write_text(GUIDE, encoding="utf-8")
+    assert read_rule(path)[1] == [f"{path}: [guide] belongs in guide.md beside it, not in rule.toml"]
+    (tmp_path / "shm_user_rule" / "guide.md").unlink()
+    path.write_text(RULE, encoding="utf-8")
+    assert "cannot read" in read_rule(path)[1][0]
+
+
+def test_line_breaks_inside_a_paragraph_are_spaces() -> None:
+    assert join_lines("  a\n  b\n\n c \n") == "a b\n\nc"
+    assert join_lines("{% if x %}\nyes\n{% endif %}") == "{% if x %} yes {% endif %}"
+
+
+def test_what_stands_before_the_first_section_is_shared_by_all_four(tmp_path: Path) -> None:
+    """A case decided once (`{% set %}`), not the same branch tree written in what, why and fix."""
+    shared = "{% set wanted = num_classes if num_classes is number else 'C' %}\n\n"
+    guide = shared + GUIDE.replace("Ask for more shared memory.", "One-hot with {{ wanted }} channels.")
+    path = make_rule(tmp_path, guide=guide)
+    rule, problems = read_rule(path)
+    assert problems == [] and rule is not None and all(s.startswith("{% set wanted") for s in (rule.guide.what, rule.guide.fix))
+    from kbdebug.diagnoser.guides import fill_text
+
+    assert fill_text(rule.guide.fix, {"num_classes": 5}) == "One-hot with 5 channels."
+    assert fill_text(rule.guide.fix, {}) == "One-hot with C channels."
