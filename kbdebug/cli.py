@@ -256,8 +256,8 @@ def _without_unmatched_guesses(records: list[Any]) -> list[Any]:
     guesses = [r for r in records if r.kind == "exception" and not r.exc_type and not r.frames]
     if not guesses:
         return records
-    from kbdebug.kb import load_kb
     from kbdebug.diagnoser.match import diagnose_records
+    from kbdebug.kb import load_kb
 
     diag = diagnose_records(list(records), load_kb(kb_dirs(None)), "-")
     used = {id(rec) for inc in diag.incidents for rec in inc.records} | {

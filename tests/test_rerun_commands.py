@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from kbdebug.diagnoser.context import launch_command
 from kbdebug.api import _live_facts, diagnose_regions, diagnose_text
+from kbdebug.diagnoser.context import launch_command
 from kbdebug.parse.needles import needles
 from kbdebug.scan import scan_text
 
