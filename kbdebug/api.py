@@ -90,7 +90,10 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
         rule = getattr(e, "kbdebug_rule", None)
         if rule:
             facts = dict(getattr(e, "kbdebug_facts", {}) or {})
-            inc = Incident(rule=rule, title=rule, confidence=0.99, facts=facts, device_evidence=True)
+            cpu = live.cpu_only_run()
+            if cpu:  # guard() checked the arguments on the CPU: no kernel ran, nothing to rerun blocking
+                facts.setdefault("device", "cpu")
+            inc = Incident(rule=rule, title=rule, confidence=0.99, facts=facts, device_evidence=not cpu)
             kb = load_kb(kb_dirs)
             r = kb.get(rule)
             if r is not None:

@@ -36,6 +36,38 @@ def expand(args: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+SNIFF = 8192
+# Archives and serialised objects that sit beside logs in a run directory: torch.save's zip, a pickle,
+# gzip, an executable or shared object, images. Their first bytes say so whatever the file is named.
+_MAGIC: tuple[bytes, ...] = (
+    b"PK\x03\x04",
+    b"\x80\x02",
+    b"\x80\x03",
+    b"\x80\x04",
+    b"\x80\x05",
+    b"\x1f\x8b",
+    b"\x7fELF",
+    b"\x89PNG",
+    b"\xff\xd8\xff",
+)
+_MAGIC += (b"\x93NUMPY",)
+_TEXT_CONTROLS = set(b"\t\n\r\x0b\x0c\x08\x1b")  # whitespace, backspace (progress bars), ESC (colours)
+
+
+def is_text_log(path: str) -> bool:
+    """Whether a file found in a directory reads as a log: its first bytes carry no binary format's
+    signature and at most a few percent of control bytes (a damaged log has some; a checkpoint has many)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF)
+    except OSError:
+        return True  # reading it fails again where the error is reported
+    if head.startswith(_MAGIC):
+        return False
+    controls = sum(1 for b in head if b < 0x20 and b not in _TEXT_CONTROLS)
+    return controls <= len(head) // 20
+
+
 def _diagnose_file(args: tuple[str, list[Path] | None]) -> Diagnosis:
     from kbdebug.api import explain
 

@@ -15,9 +15,10 @@ import typer
 
 from kbdebug._version import __version__
 from kbdebug.cli_help import Typer
-from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, ReportOption, fail
+from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, ReportOption, fail, kb_dirs, set_global_kb
 from kbdebug.cli_run import RUN_CONTEXT, run_cmd
 from kbdebug.cli_serve import serve_cmd
+from kbdebug.cli_status import STDIN_NOTHING, exit_status
 from kbdebug.term import output_width, use_color
 
 if TYPE_CHECKING:  # the CLI imports the pipeline only inside commands: `--version` and `-h` stay fast
@@ -45,22 +46,25 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+    kb: KbOption = None,
 ) -> None:
     """Turn the output of a crashed PyTorch/CUDA program into a diagnosis and a fix guide."""
+    set_global_kb(kb)  # `kbdebug --kb DIR explain` as well as `kbdebug explain --kb DIR`
 
 
 class InputError(Exception):
     """A problem with the user's input: reported on one line, exit status 2."""
 
 
-def _read_stdin(passthrough: bool):
-    """Stream stdin through the scanner, echoing each chunk to stdout as soon as it arrives."""
+def _read_stdin(passthrough: bool, to_stderr: bool = False):
+    """Stream stdin through the scanner, echoing each chunk as soon as it arrives: to stdout in front of a
+    text report, to stderr in front of a JSON, HTML or Markdown one (stdout is then exactly the report)."""
     from kbdebug.parse.needles import needles
     from kbdebug.scan import Scanner
 
     scanner = Scanner(needles)
     fd = sys.stdin.fileno()
-    out = sys.stdout.buffer
+    out = (sys.stderr if to_stderr else sys.stdout).buffer
     try:
         while True:
             data = os.read(fd, 1 << 16)
@@ -77,12 +81,12 @@ def _read_stdin(passthrough: bool):
     return scanner.close()
 
 
-def _regions_for(path: str, passthrough: bool, grep=None):
+def _regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = False):
     from kbdebug.parse.needles import needles
     from kbdebug.scan import scan_path
 
     if path == "-":
-        return _read_stdin(passthrough)
+        return _read_stdin(passthrough, to_stderr)
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{path}: is a directory")
@@ -102,7 +106,9 @@ def explain(
     kb: KbOption = None,
     report: ReportOption = None,
 ) -> None:
-    """Diagnose crash logs. Exit status: 0 incident found, 1 nothing recognised, 2 usage/input error."""
+    """Diagnose crash logs. Exit status: 0 a named cause, 3 only the catch-all `other`, 1 nothing recognised, 2 usage/input
+    error; passing a run through (`cmd 2>&1 | kbdebug explain -`, no -q) 0 and 1 trade places, so a crash fails CI."""
+    kb = kb_dirs(kb)
     if files.count("-") > 1:
         fail("standard input can be named only once")
     if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
@@ -112,7 +118,7 @@ def explain(
 
     greps = {path: start_grep(path, needles) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
     from kbdebug.api import diagnose_regions
-    from kbdebug.kb import RuleFileError
+    from kbdebug.kb import RuleFileError, load_kb
     from kbdebug.render import render
 
     _settle()
@@ -120,48 +126,69 @@ def explain(
     diags, logs = [], []
     try:
         for path in files:
-            regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None))
+            regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None), to_stderr=fmt != Format.text)
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
             logs.append((path, regions))
+        base = load_kb(kb)
     except (InputError, RuleFileError) as exc:
         fail(str(exc))
+    passed_through = files == ["-"] and not quiet  # kbdebug is a filter in the run's pipeline (cli_status)
+    if files == ["-"] and not any(d.incidents for d in diags):
+        typer.echo(STDIN_NOTHING, err=True)
+        if passed_through and fmt == Format.text:  # the clean run's verdict is on stderr; stdout stays the run's output
+            raise typer.Exit(exit_status(diags, base, passed_through))
     sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
     sys.stdout.flush()
     if report:
         _report(report, logs)
-    raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
+    raise typer.Exit(exit_status(diags, base, passed_through))
 
 
 def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None) -> NoReturn:
-    """Many logs: each diagnosis as it is ready (JSON: one object per line), then the crashes grouped by signature."""
-    from kbdebug.batch import expand
-    from kbdebug.kb import RuleFileError
+    """Many logs: each diagnosis as it is ready (JSON: one object per line; HTML: sections of one document),
+    then the crashes grouped by signature."""
+    from kbdebug.batch import expand, is_text_log
+    from kbdebug.kb import RuleFileError, load_kb
     from kbdebug.render import json_line, render
     from kbdebug.render.summary import render_summary
 
     _settle()
+    named = set(files)
     paths = expand(files)
-    if not paths:
-        fail("no log files found in " + ", ".join(files))
     for path in paths:
         if path != "-" and not os.path.isfile(path):
             fail(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a regular file")
+    binary = [p for p in paths if p != "-" and p not in named and not is_text_log(p)]
+    if binary:  # found in a directory or by a glob: a checkpoint or an image is not a log
+        shown = ", ".join(binary[:5]) + (f" and {len(binary) - 5} more" if len(binary) > 5 else "")
+        typer.echo(f"kbdebug: skipped {len(binary)} binary file{'s' * (len(binary) != 1)} (not a text log): {shown}", err=True)
+        paths = [p for p in paths if p not in binary]
+    if not paths:
+        fail("no log files found in " + ", ".join(files))
     color, width = use_color(sys.stdout) and fmt == Format.text, output_width(sys.stdout)
     diags = []
+    if fmt == Format.html:
+        sys.stdout.write(render([], "html", part="head"))
     with _progress(len(paths)) as tick:
         try:
-            for diag in _each(paths, quiet, kb):
+            for diag in _each(paths, quiet, kb, to_stderr=fmt != Format.text):
                 diags.append(diag)
                 tick(len(diags))
-                sys.stdout.write(json_line(diag) if fmt == Format.json else render([diag], fmt.value, color=color, width=width))
+                if fmt == Format.json:
+                    sys.stdout.write(json_line(diag))
+                else:
+                    sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body" if fmt == Format.html else "all"))
                 sys.stdout.flush()
+            base = load_kb(kb)
         except (InputError, RuleFileError, OSError) as exc:
             fail(str(exc))
-    sys.stdout.write(render_summary(diags, fmt.value))
+    sys.stdout.write(render_summary(diags, fmt.value, width=width, kb=base))
+    if fmt == Format.html:
+        sys.stdout.write(render([], "html", part="foot"))
     sys.stdout.flush()
     if report:
         _report(report, [(path, None) for path in paths if path != "-"])
-    raise typer.Exit(0 if any(d.incidents for d in diags) else 1)
+    raise typer.Exit(exit_status(diags, base, passed_through=False))
 
 
 def _report(url: str, logs: list[tuple[str, Any]]) -> None:
@@ -177,14 +204,14 @@ def _report(url: str, logs: list[tuple[str, Any]]) -> None:
         post(url, log, {**job_metadata(rank=False), "source": path})
 
 
-def _each(paths: list[str], quiet: bool, kb: list[Path] | None) -> Iterator[Diagnosis]:
+def _each(paths: list[str], quiet: bool, kb: list[Path] | None, to_stderr: bool) -> Iterator[Diagnosis]:
     from kbdebug.api import diagnose_regions
     from kbdebug.batch import diagnose_files
 
     if "-" in paths:  # standard input is read here, in order, with the files around it
         for path in paths:
             if path == "-":
-                yield diagnose_regions(_regions_for(path, passthrough=not quiet), source=path, kb_dirs=kb)
+                yield diagnose_regions(_regions_for(path, passthrough=not quiet, to_stderr=to_stderr), source=path, kb_dirs=kb)
             else:
                 yield from diagnose_files([path], kb)
         return
@@ -233,7 +260,7 @@ def parse_cmd(
         regions = _regions_for(file, passthrough=False)
     except InputError as exc:
         fail(str(exc))
-    records = parse_regions(regions)
+    records = _without_unmatched_guesses(parse_regions(regions))
     if fmt == ParseFormat.json:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in records], indent=2, ensure_ascii=False))
     else:
@@ -243,13 +270,30 @@ def parse_cmd(
     raise typer.Exit(0 if records else 1)
 
 
+def _without_unmatched_guesses(records: list[Any]) -> list[Any]:
+    """Where no format was recognised, the parser offers a region's last lines as an error message whose type
+    was not pasted (`Target 14 is out of bounds.`); a clean log's `error rate: 0.05` is one too. Such a guess
+    is a record only when a rule recognises it: otherwise `parse` would call a clean log an exception."""
+    guesses = [r for r in records if r.kind == "exception" and not r.exc_type and not r.frames]
+    if not guesses:
+        return records
+    from kbdebug.diagnoser.match import diagnose_records
+    from kbdebug.kb import load_kb
+
+    diag = diagnose_records(list(records), load_kb(kb_dirs(None)), "-")
+    used = {id(rec) for inc in diag.incidents for rec in inc.records} | {
+        id(rec) for inc in diag.incidents for c in inc.consequences for rec in getattr(c, "records", [])
+    }
+    return [r for r in records if r not in guesses or id(r) in used]
+
+
 @rules_app.command("list")
 def rules_list(kb: KbOption = None) -> None:
     """List every rule with its priority and title."""
     from kbdebug.kb import RuleFileError, load_kb
 
     try:
-        base = load_kb(kb)
+        base = load_kb(kb_dirs(kb))
     except RuleFileError as exc:
         fail(str(exc))
     for rule in sorted(base.rules, key=lambda r: r.id):
@@ -277,18 +321,23 @@ def rules_show(
 
 
 @rules_app.command("lint")
-def rules_lint(directory: Annotated[Path, typer.Argument(metavar="DIR", help="A directory of rule files (*.toml).")]) -> None:
-    """Check every rule file in DIR and list every problem (file: field: sentence); exit 1 if any."""
+def rules_lint(path: Annotated[Path, typer.Argument(metavar="PATH", help="A directory of rule files (*.toml), or one rule file.")]) -> None:
+    """Check every rule file in PATH and list every problem (file: field: sentence); exit 1 if any, 2 if PATH is missing."""
     from kbdebug.authoring.lint import lint_directory
 
-    problems = lint_directory(directory)
+    if not path.exists():
+        fail(f"{path}: no such rule file or directory")
+    warnings: list[str] = []
+    problems = lint_directory(path, warnings)
+    for w in warnings:
+        typer.echo(f"warning: {w}", err=True)
     for p in problems:
         typer.echo(p)
     if problems:
         files = len({p.split(": ", 1)[0] for p in problems})
         typer.echo(f"{len(problems)} problem{'s' * (len(problems) != 1)} in {files} file{'s' * (files != 1)}", err=True)
         raise typer.Exit(1)
-    typer.echo(f"{directory}: all rule files valid")
+    typer.echo(f"{path}: all rule files valid" + (f" ({len(warnings)} warning{'s' * (len(warnings) != 1)})" if warnings else ""))
 
 
 def main() -> None:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
+import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: what StrEnum adds for these choices is str() giving the value
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
 
 
 class Format(StrEnum):
@@ -31,6 +40,19 @@ ReportOption = Annotated[
         "--report", metavar="URL", help="Also send the log to a kbdebug crash service (`kbdebug serve`); never changes the exit status."
     ),
 ]
+
+
+_GLOBAL_KB: list[Path] = []  # `kbdebug --kb DIR explain ...`: the group's option, read by every command
+
+
+def set_global_kb(dirs: list[Path] | None) -> None:
+    _GLOBAL_KB[:] = dirs or []
+
+
+def kb_dirs(local: list[Path] | None) -> list[Path] | None:
+    """The rule directories a command uses: those given before the command, then its own `--kb`."""
+    dirs = [*_GLOBAL_KB, *(local or [])]
+    return list(dict.fromkeys(dirs)) or None
 
 
 def fail(message: str) -> NoReturn:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kbdebug.cli_options import Format, FormatOption, KbOption, ReportOption, fail
+from kbdebug.cli_options import Format, FormatOption, KbOption, ReportOption, fail, kb_dirs
 from kbdebug.term import output_width, use_color
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
@@ -57,6 +57,7 @@ def run_cmd(
     report: ReportOption = None,
 ) -> None:
     """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
+    kb = kb_dirs(kb)  # `kbdebug --kb DIR run ...` too
     from kbdebug.job_end import retry_decision
     from kbdebug.runner import shell_quote
 

@@ -14,13 +14,14 @@ import inspect
 import linecache
 import os
 import re
+import shlex
 import sys
 import traceback
 from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any
 
-from kbdebug.diagnoser.context import LABEL_NAME, call_settings
+from kbdebug.diagnoser.context import LABEL_NAME, call_settings, launch_command
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.frames import user_frame
 from kbdebug.normalise import Line
@@ -142,9 +143,35 @@ def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) ->
 
 
 def running_script() -> dict[str, Any]:
-    """The running script, for the commands that rerun it (a notebook is recognised by its frames)."""
+    """The running script and the command that reran it as it ran (kbdebug.diagnoser.context.launch_command), for the
+    commands that rerun it (a notebook is recognised by its frames)."""
     main = sys.argv[0] if sys.argv else ""
-    return {"script": main} if main.endswith(".py") and "ipykernel" not in main and os.path.isfile(main) else {}
+    test = os.environ.get("PYTEST_CURRENT_TEST", "")
+    if test and "_pytest" in sys.modules:  # `tests/test_x.py::test_y (call)`: the test, not pytest's __main__.py
+        node = test.rsplit(" (", 1)[0]
+        return {"script": node, "launch": f"python -m pytest {shlex.quote(node)}"}
+    if not (main.endswith(".py") and "ipykernel" not in main and os.path.isfile(main)):
+        return {}
+    return {"script": main, "launch": launch_command(sys.argv, dict(os.environ), _parent_argv())}
+
+
+def _parent_argv() -> list[str]:
+    """The parent process's command line (Linux): under torchrun, the launcher that started this worker."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
+            return [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def cpu_only_run() -> bool:
+    """True when torch is loaded and this process never initialised CUDA: nothing ran on a GPU, so no command
+    that needs CUDA (CUDA_LAUNCH_BLOCKING=1) can help. Read from the loaded module: kbdebug never imports torch here."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch is not None and not torch.cuda.is_initialized()
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _user_site(source: BaseException, chain: list[BaseException]) -> tuple[FrameType, int, str] | None:

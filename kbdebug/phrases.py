@@ -82,7 +82,10 @@ def required_texts(regex: str) -> frozenset[str] | None:
     """Texts of which every match of `regex` holds at least one (`(?:Error|Exception)\\b` -> Error,
     Exception); None when a match may hold no fixed text at all (`\\w+`). What a scanner may search
     for before it knows where a record starts: derived from the grammars' and rules' own patterns."""
-    import re._parser as sre  # type: ignore[import-not-found]  # the stdlib reads the pattern: no second regex parser here
+    try:  # the stdlib reads the pattern: no second regex parser here
+        import re._parser as sre  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # Python 3.10 names it sre_parse
+        import sre_parse as sre  # type: ignore[no-redef,unused-ignore]
 
     try:
         parsed = sre.parse(regex)
@@ -94,7 +97,10 @@ def required_texts(regex: str) -> frozenset[str] | None:
 def _seq_texts(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
     """A sequence's best set: its longest run of fixed text (a choice between fixed texts multiplies the
     run: `E(?:rror|xception)` -> Error, Exception), or the best set of one of its parts."""
-    import re._constants as c  # type: ignore[import-not-found]
+    try:
+        import re._constants as c  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:  # Python 3.10
+        import sre_constants as c  # type: ignore[no-redef,unused-ignore]
 
     best: frozenset[str] | None = None
     run: set[str] = {""}
@@ -119,7 +125,7 @@ def _seq_texts(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
         elif op is c.BRANCH:
             alts = [_seq_texts(alt.data) for alt in av[1]]
             consider(None if any(a is None for a in alts) else frozenset().union(*alts))  # type: ignore[arg-type]
-        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT)) and av[0] >= 1:  # possessive: 3.11
             consider(_seq_texts(av[2].data))
     consider(frozenset(run))
     return best

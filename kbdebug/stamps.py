@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 _TIME = r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:[.,](?P<f>\d+))?"
@@ -61,7 +61,7 @@ def parse_stamp(text: str) -> Stamp | None:
             sign = 1 if g["tz"][0] == "+" else -1
             digits = g["tz"].replace(":", "")[1:]
             offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:])) * sign if g["tz"] != "Z" else timedelta(0)
-            when = when.replace(tzinfo=timezone(offset)).astimezone(UTC).replace(tzinfo=None)
+            when = when.replace(tzinfo=timezone(offset)).astimezone(timezone.utc).replace(tzinfo=None)
         iso = when.isoformat(timespec="microseconds")
         shown = m.group(0).strip().lstrip("IWEF")  # glog's severity letter is not part of the time
         return Stamp(shown, iso if g.get("y") else "--" + iso[5:])

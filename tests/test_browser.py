@@ -96,3 +96,51 @@ def test_page_fits_800_pixels() -> None:
     html = run_cli("explain", "-q", "--format", "html", "-", stdin=KINDS["device-assert"]).stdout.decode()
     style = html[html.index("<style>") : html.index("</style>")]
     assert "max-width" in style and "overflow" in style
+
+
+MEASURE = """<script>
+window.addEventListener("load", () => {
+  const out = {};
+  const wide = (el) => el.scrollWidth > el.clientWidth + 1;
+  out.decisive = document.querySelectorAll(".decisive").length;
+  out.evidence_scrolls = [...document.querySelectorAll("pre.evidence")].some(wide);
+  const mark = document.querySelector(".decisive mark");
+  const pre = mark && mark.closest("pre");
+  out.mark_visible = !!mark && mark.getBoundingClientRect().right <= pre.getBoundingClientRect().right + 1;
+  out.facts_fit = [...document.querySelectorAll("table.facts")].every(t => t.getBoundingClientRect().right <= document.body.getBoundingClientRect().right + 1);
+  out.page_scrolls = document.documentElement.scrollWidth > window.innerWidth;
+  document.body.setAttribute("data-measured", JSON.stringify(out));
+});
+</script>"""
+
+
+def test_decisive_line_and_facts_visible_at_800px(tmp_path: Path) -> None:
+    """At 800 px: one decisive line (the root assert, not its consequence), its highlighted condition visible
+    without a horizontal scrollbar, the facts table inside the page."""
+    import json
+    import re
+
+    html = run_cli("explain", "-q", "--format", "html", "-", stdin=KINDS["device-assert"]).stdout.decode()
+    assert html.count(' decisive"') == 1
+    page = tmp_path / "measure.html"
+    page.write_text(html.replace("</body>", MEASURE + "</body>"))
+    dom = chromium(
+        "--window-size=800,1600", "--virtual-time-budget=3000", "--dump-dom", page.as_uri(), profile=tmp_path / "p"
+    ).stdout.decode()
+    found = json.loads(re.search(r'data-measured="([^"]*)"', dom).group(1).replace("&quot;", '"'))
+    assert found == {"decisive": 1, "evidence_scrolls": False, "mark_visible": True, "facts_fit": True, "page_scrolls": False}
+
+
+def test_many_logs_make_one_document_in_a_browser(tmp_path: Path) -> None:
+    for k, data in KINDS.items():
+        (tmp_path / f"{k}.log").write_bytes(data)
+    (tmp_path / "clean.log").write_text("epoch 1 loss 0.3\n")
+    proc = run_cli("explain", "-f", "html", str(tmp_path))
+    html = proc.stdout.decode()
+    assert proc.returncode == 0 and html.count("<html") == 1 and html.count("</body>") == 1
+    assert html.index('class="summary"') < html.index("</body>")
+    page = tmp_path / "many.html"
+    page.write_text(html)
+    dom = chromium("--virtual-time-budget=2000", "--dump-dom", page.as_uri(), profile=tmp_path / "p").stdout.decode()
+    body = dom[dom.index("<body") : dom.index("</body>")]
+    assert body.count("Root cause") == 3 and "Summary: 4 logs, 3 distinct crashes" in body and "clean.log" in body

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -90,13 +91,86 @@ def test_pipe_passes_lines_through_before_input_ends() -> None:
     first = kb.stdout.readline()
     assert first == b"step 1\n" and time.monotonic() - start < 1.9
     rest = kb.stdout.read()
-    assert kb.wait(timeout=60) == 0 and b"nll_target_out_of_range" in rest
+    assert kb.wait(timeout=60) == 1 and b"nll_target_out_of_range" in rest  # a crash piped in fails the pipeline
     assert b"IndexError: Target 14 is out of bounds.\n" in rest
+
+
+CLEAN_RUN = "import sys\nprint('epoch 1 loss 0.3')\nsys.exit(0)\n"
+CRASH_RUN = "print('epoch 1')\nconfig = {}\nconfig['lr']\n"
+
+
+def _pipeline(script: str, *args: str, stderr_too: bool = True) -> subprocess.CompletedProcess:
+    """`python x.py 2>&1 | kbdebug explain ARGS -` as a CI job writes it (stdout and stderr of kbdebug kept apart)."""
+    redirect = " 2>&1" if stderr_too else " 2>/dev/null"
+    cmd = f"{sys.executable} -c {shlex.quote(script)}{redirect} | {sys.executable} -m kbdebug explain {' '.join(args)} -"
+    return subprocess.run(["bash", "-c", cmd], capture_output=True, cwd=ROOT, timeout=120)
+
+
+def test_pipe_gates_ci_the_right_way_round() -> None:
+    """#30: piped in, a crash fails the pipeline and a clean run passes it, with the verdict on stderr."""
+    crash = _pipeline(CRASH_RUN)
+    assert crash.returncode == 3  # only the catch-all `other` for this message: still a failure
+    named = subprocess.run(
+        ["bash", "-c", f"cat {shlex.quote(str(EXAMPLE))} | {sys.executable} -m kbdebug explain -"], capture_output=True, cwd=ROOT
+    )
+    assert named.returncode == 1 and b"nll_target_out_of_range" in named.stdout
+    clean = _pipeline(CLEAN_RUN)
+    assert clean.returncode == 0 and clean.stdout == b"epoch 1 loss 0.3\n"
+    assert b"nothing recognised in standard input" in clean.stderr
+
+
+def test_pipe_without_stderr_hints_2_redirect() -> None:
+    """The traceback went to the terminal, not the pipe: kbdebug says how to pass it in."""
+    proc = _pipeline(CRASH_RUN, stderr_too=False)
+    assert proc.returncode == 0 and b"2>&1 | kbdebug explain -" in proc.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "html"])
+def test_pipe_keeps_machine_formats_whole(fmt: str) -> None:
+    """Without -q the run's output is passed through on stderr: stdout is exactly the JSON or the HTML."""
+    proc = subprocess.run(
+        ["bash", "-c", f"cat {shlex.quote(str(EXAMPLE))} | {sys.executable} -m kbdebug explain -f {fmt} -"], capture_output=True, cwd=ROOT
+    )
+    assert proc.returncode == 1 and b"Epoch 3/100" in proc.stderr
+    if fmt == "json":
+        assert json.loads(proc.stdout)["incidents"][0]["rule"] == "nll_target_out_of_range"
+    else:
+        assert proc.stdout.startswith(b"<!DOCTYPE html>") and b"Epoch 3/100:" not in proc.stdout.split(b"<h1>")[0]
+
+
+def test_exit_status_tells_named_cause_from_catch_all(tmp_path: Path) -> None:
+    other = tmp_path / "other.log"
+    other.write_text("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'lr'\n")
+    assert run_cli("explain", str(other)).returncode == 3
+    assert run_cli("explain", str(EXAMPLE)).returncode == 0
+    assert run_cli("explain", str(EXAMPLE), str(other)).returncode == 0  # a named cause in one of them
+
+
+def test_global_kb_option_before_the_command(tmp_path: Path) -> None:
+    proc = run_cli("--kb", str(tmp_path / "nope"), "explain", str(EXAMPLE))
+    assert proc.returncode == 2 and b"nope" in proc.stderr
+    listed = run_cli("--kb", str(tmp_path), "rules", "list")
+    assert listed.returncode == 0 and b"nll_target_out_of_range" in listed.stdout
+
+
+def test_directory_skips_binary_files_and_names_the_unrecognised(tmp_path: Path) -> None:
+    (tmp_path / "model.pt").write_bytes(b"PK\x03\x04" + bytes(range(256)) * 64)
+    (tmp_path / "crash.log").write_bytes(EXAMPLE.read_bytes())
+    (tmp_path / "clean.log").write_text("epoch 1 loss 0.3\n")
+    proc = run_cli("explain", str(tmp_path))
+    assert proc.returncode == 0
+    assert b"skipped 1 binary file (not a text log)" in proc.stderr and b"model.pt" in proc.stderr
+    summary = proc.stdout.decode().split("summary: ")[1]
+    assert summary.startswith("2 logs, 1 distinct crash, nothing recognised in 1")
+    assert f"nothing recognised in: {tmp_path / 'clean.log'}" in summary
+    assert "`" not in summary and max(len(line) for line in summary.splitlines()) <= 100
 
 
 def test_quiet_pipe_prints_only_the_diagnosis() -> None:
     proc = run_cli("explain", "-q", "--format", "json", "-", stdin=EXAMPLE.read_bytes())
     assert json.loads(proc.stdout)["incidents"][0]["rule"] == "nll_target_out_of_range"
+    assert proc.returncode == 0  # -q: standard input read as a saved log, with the reader's statuses
+    assert run_cli("explain", "-q", "-", stdin=b"epoch 1\n").returncode == 1
 
 
 def test_rules_commands(tmp_path: Path) -> None:
@@ -236,7 +310,7 @@ def test_explain_many_logs_streams_each_then_groups_by_signature(tmp_path: Path)
     top = summary["groups"][0]
     assert (top["rule"], top["count"], len(top["members"])) == ("cuda_oom", 4, 4)
     text = run_cli("explain", str(tmp_path / "runs" / "r*" / "*.log")).stdout.decode()
-    assert "summary: 4 logs, 1 distinct crash" in text and "cuda_oom" in text.splitlines()[-2]
+    assert "summary: 4 logs, 1 distinct crash" in text and "cuda_oom" in text.split("summary: ")[1]
 
 
 def test_logs_diagnosed_in_worker_processes_render_as_json(tmp_path: Path) -> None:
@@ -316,3 +390,14 @@ def test_shell_completion_offers_the_format_choices() -> None:
     code = "import sys; sys.argv = ['kbdebug']; from kbdebug.cli import app; app(prog_name='kbdebug')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=ROOT, timeout=60)
     assert proc.stdout.decode().split() == ["text", "markdown", "json", "html"]
+
+
+def test_many_logs_in_html_are_one_document(tmp_path: Path) -> None:
+    """#30: one <html> with every diagnosis and the summary inside <body>, not a document per log."""
+    for k in range(3):
+        (tmp_path / f"r{k}.log").write_bytes(EXAMPLE.read_bytes())
+    (tmp_path / "clean.log").write_text("epoch 1\n")
+    page = run_cli("explain", "-f", "html", str(tmp_path)).stdout.decode()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<html") == 1 and page.count("</body></html>") == 1
+    body = page[page.index("<body>") : page.index("</body>")]
+    assert body.count("<h2>Root cause") == 3 and 'class="summary"' in body and "clean.log" in body.split('class="summary"')[1]

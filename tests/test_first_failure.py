@@ -137,7 +137,7 @@ def test_one_file_per_rank_summary_names_the_first(tmp_path) -> None:
     objs = [json.loads(line) for line in proc.stdout.decode().splitlines()]
     first = objs[-1]["summary"]["first_failure"]
     assert (first["rank"], first["time"], first["source"]) == (5, "2024-05-01 12:03:11,500", files[5])
-    text = run_cli("explain", *files).stdout.decode()
+    text = " ".join(run_cli("explain", *files).stdout.decode().split())  # the summary wraps at 100 columns
     assert f"First failure: rank 5 at 2024-05-01 12:03:11,500 ({files[5]})" in text
 
 
@@ -146,3 +146,30 @@ def test_one_file_per_rank_without_rank_prefixes_names_the_file(tmp_path) -> Non
     (tmp_path / "b.log").write_text("".join(f"2024-05-01 12:02:00 {line}\n" for line in ASSERT))
     text = run_cli("explain", "--format", "markdown", str(tmp_path)).stdout.decode()
     assert f"First failure: {tmp_path / 'b.log'} at 2024-05-01 12:02:00" in text
+
+
+def test_one_file_per_rank_folds_the_waiting_ranks_under_the_crash(tmp_path) -> None:
+    """#30: rank 0's NCCL timeout in rank0.log is a consequence of rank 1's crash in rank1.log when both are
+    explained together: one distinct crash, rank0.log named as waiting on it."""
+    (tmp_path / "rank0.log").write_text(f"[2024-05-01 12:13:10,000] {timeout(0)}\n")
+    (tmp_path / "rank1.log").write_text("".join(f"[2024-05-01 12:03:11,500] [rank1]: {line}\n" for line in ASSERT))
+    proc = run_cli("explain", "--format", "json", str(tmp_path / "rank0.log"), str(tmp_path / "rank1.log"))
+    summary = json.loads(proc.stdout.decode().splitlines()[-1])["summary"]
+    assert proc.returncode == 0 and summary["crashes"] == 1
+    (top,) = summary["groups"]
+    assert (
+        top["rule"] != "nccl_error" and top["members"] == [str(tmp_path / "rank1.log")] and top["waiting"] == [str(tmp_path / "rank0.log")]
+    )
+    text = " ".join(run_cli("explain", str(tmp_path)).stdout.decode().split("summary: ")[1].split())
+    assert (
+        text.startswith("2 logs, 1 distinct crash") and f"other ranks waiting on it (collective timeouts): {tmp_path / 'rank0.log'}" in text
+    )
+
+
+def test_timeouts_beside_two_different_crashes_are_not_folded(tmp_path) -> None:
+    """Two different crashes among the inputs: which one the timed-out rank waited on is not known."""
+    (tmp_path / "a.log").write_text(f"{timeout(0)}\n")
+    (tmp_path / "b.log").write_text("\n".join(ASSERT) + "\n")
+    (tmp_path / "c.log").write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    summary = json.loads(run_cli("explain", "-f", "json", str(tmp_path)).stdout.decode().splitlines()[-1])["summary"]
+    assert summary["crashes"] == 3 and all(g["waiting"] == [] for g in summary["groups"])

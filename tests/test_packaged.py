@@ -87,6 +87,25 @@ def test_a_damaged_file_costs_only_the_time_to_derive(monkeypatch: pytest.Monkey
     assert packaged.reading(name, "anchors-start", grammar_hash, code_hash) is not None
 
 
+def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Path) -> None:
+    """#26: a static force-include made an editable install's `site-packages/kbdebug/` holding only grammars/
+    and knowledge/, a second `kbdebug` that could shadow the checkout. hatch_build.py adds them to standard wheels."""
+    build = pytest.importorskip("hatchling.build")
+    pytest.importorskip("editables")
+    import zipfile
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        wheel = zipfile.ZipFile(tmp_path / "std" / build.build_wheel(str(tmp_path / "std")))
+        editable = zipfile.ZipFile(tmp_path / "dev" / build.build_editable(str(tmp_path / "dev")))
+    finally:
+        os.chdir(cwd)
+    names = set(wheel.namelist())
+    assert {"kbdebug/knowledge/other.toml", "kbdebug/grammars/_common.lark", "kbdebug/grammars/derived.json", "kbdebug/cli.py"} <= names
+    assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
+
+
 def test_editing_the_deriving_code_s_text_keeps_the_shipped_readings(tmp_path: Path) -> None:
     """The readings are keyed by the grammar's text and the readings' version, not by the code's text:
     a docstring edited in the deriving code neither hides the shipped file nor makes it stale."""

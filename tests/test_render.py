@@ -76,3 +76,71 @@ def test_frame_tensors_table_marks_the_label() -> None:
     marked = [a for tag, a in dom.tags if tag == "tr" and a.get("class") == "offending"]
     assert len(marked) == 1
     assert "| ⚠ | `mask` | [1, 3, 8, 8]" in diag.render("markdown")
+
+
+BACKTICK_LOG = (
+    'Traceback (most recent call last):\n  File "train.py", line 12, in <module>\n    out = model(x)\n'
+    "RuntimeError: Expected `input` to have 3 ``channels`` <got 4>\n"
+)
+
+
+def test_markdown_keeps_the_logs_backticks_copyable() -> None:
+    """#30: the message is quoted in a code span fenced longer than its own backtick runs, not with look-alikes."""
+    from markdown_it import MarkdownIt
+
+    from kbdebug.api import diagnose_text
+
+    diag = diagnose_text(BACKTICK_LOG)
+    md = diag.render("markdown")
+    assert "\u02cb" not in md and "&lt;" not in md
+    spans = [
+        t.content
+        for tok in MarkdownIt("commonmark").parse(md)
+        if tok.type == "inline"
+        for t in tok.children or []
+        if t.type == "code_inline"
+    ]
+    assert "RuntimeError: Expected `input` to have 3 ``channels`` <got 4>" in spans
+    plain = diag.render("text")
+    assert "Expected `input` to have 3 ``channels`` <got 4>" in plain
+
+
+def test_compact_line_has_no_markdown() -> None:
+    from conftest import ROOT
+
+    from kbdebug.api import diagnose_text
+    from kbdebug.render.compact import compact
+
+    text = compact([diagnose_text((ROOT / "examples" / "segmentation_crash.log").read_text())])
+    assert text.startswith("kbdebug: nll_target_out_of_range at /home/user/seg/train.py:151: ") and "`" not in text
+
+
+def test_many_logs_markdown_summary_quotes_code_as_code(tmp_path) -> None:
+    """#30: a `<` inside a code span of the summary is shown as `<`, not `&lt;`."""
+    from kbdebug.render.summary import render_summary
+
+    diag = diagnose_text(BACKTICK_LOG, source="a.log")
+    md = render_summary([diag, diagnose_text("epoch 1\n", source="clean.log")], "markdown")
+    assert "&lt;" not in md and "<got 4>" in md and "Nothing recognised in: `clean.log`" in md
+
+
+def test_the_users_frame_stays_among_the_evidence_of_a_long_traceback() -> None:
+    """#26: a traceback longer than the evidence shows is cut; the user's own frame and line are kept."""
+    from kbdebug.render.evidence import evidence
+
+    lib = "".join(
+        f'  File "/usr/lib/python3.11/site-packages/torch/nn/modules/m{k}.py", line {k + 10}, in forward\n    return self.f{k}(x)\n'
+        for k in range(12)
+    )
+    log = (
+        'Traceback (most recent call last):\n  File "/home/me/run.py", line 3, in <module>\n    main()\n'
+        '  File "/home/me/train.py", line 42, in main\n    out = model(batch)\n'
+        + lib
+        + "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x10 and 12x5)\n"
+    )
+    diag = diagnose_text(log)
+    root = diag.root
+    assert root is not None and root.facts["innermost_user_frame"] == "/home/me/train.py:42"
+    shown = [row.text for block in evidence(root, diag.lines) for row in block]
+    assert '  File "/home/me/train.py", line 42, in main' in shown and "    out = model(batch)" in shown
+    assert len(shown) < log.count("\n") // 2  # not the whole traceback: the user's frame among a few lines

@@ -178,3 +178,69 @@ def test_each_kind_of_mistake_is_skipped_with_a_warning_and_the_rest_still_work(
     assert proc.returncode == 0 and 'template = "^target_oob$"' in shown and "| IndexError: Target 7 is out of bounds." in shown
     assert "Guide, rendered on the first positive example:" in shown and "Target 7 is no class." in shown
     assert any(line.startswith(f"{tmp_path / 'broken.toml'}: ") and field in line for line in lint_directory(tmp_path))
+
+
+MINE = (
+    'id = "my_key_error"\ntitle = "a config key is missing"\npriority = 50\nretry = "no"\n'
+    "[[match]]\nkind = \"exception\"\nfields = { exc_type = 'KeyError' }\nconfidence = 0.9\n"
+    '[guide]\nwhat = "The key {{ error_message }} is not in the dict."\nwhy = "A lookup used a key that is absent."\n'
+    'confirm = "Print the keys of the dict."\nfix = "Add the key to the configuration."\n'
+    "[examples]\n"
+    'positive = ["Traceback (most recent call last):\\n  File \\"x.py\\", line 1, in <module>\\nKeyError: \'lr\'\\n", "KeyError: \'a\'\\n"]\n'
+    'negative = ["epoch 1\\n", "ValueError: a bad value\\n"]\n'
+)
+
+
+def test_lint_takes_one_file_and_says_each_problem_once(tmp_path: Path) -> None:
+    """#30: `rules lint FILE.toml` lints that file; a broken file's problems are listed once, not again as
+    the loader's "rule skipped" warning; a missing path is a usage error (2)."""
+    (tmp_path / "mine.toml").write_text(MINE)
+    (tmp_path / "bad.toml").write_text("title = 1\n")
+    one = run_cli("rules", "lint", str(tmp_path / "mine.toml"))
+    assert one.returncode == 0 and one.stdout.decode() == f"{tmp_path / 'mine.toml'}: all rule files valid\n"
+    both = run_cli("rules", "lint", str(tmp_path))
+    out = both.stdout.decode() + both.stderr.decode()
+    assert both.returncode == 1 and out.count("id: this field is required but missing") == 1 and "rule skipped" not in out
+    missing = run_cli("rules", "lint", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and missing.stderr.decode().count("\n") == 1
+
+
+def test_a_user_rule_replacing_a_bundled_one_is_said(tmp_path: Path) -> None:
+    (tmp_path / "other.toml").write_text((ROOT / "knowledge" / "other.toml").read_text())
+    lint = run_cli("rules", "lint", str(tmp_path))
+    assert lint.returncode == 0 and b"'other' replaces the bundled rule of that id" in lint.stderr
+    assert b"(1 warning)" in lint.stdout
+    explain = run_cli("explain", "--kb", str(tmp_path), str(ROOT / "examples" / "segmentation_crash.log"))
+    assert f"kbdebug: note: {tmp_path / 'other.toml'} replaces the bundled rule 'other'".encode() in explain.stderr
+
+
+def test_lint_lists_check_names_without_importing_torch() -> None:
+    """#30: lint read the check names by importing the verifier, hence torch (1.5-3 s, a NumPy warning)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nsys.modules['torch'] = None\n"  # any import of torch fails
+        "from kbdebug.authoring.lint import known_checks\n"
+        "print(sorted(known_checks()))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+    RUNNERS = pytest.importorskip("kbdebug.verify.catalog").RUNNERS  # the table itself, read with torch
+
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.decode().replace("'", '"')) == sorted(RUNNERS)
+
+
+def test_rules_show_markdown_and_html_are_their_format() -> None:
+    md = run_cli("rules", "show", "-f", "markdown", "embedding_index_oob").stdout.decode()
+    assert md.startswith("## embedding_index_oob: ") and "```text\n" in md and "**Matches**" in md and "### Root cause" in md
+    page = run_cli("rules", "show", "-f", "html", "embedding_index_oob").stdout.decode()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<html") == 1 and page.rstrip().endswith("</body></html>")
+    assert page.index('<section class="rule">') < page.index("What it means")
+
+
+def test_parse_on_a_clean_log_reads_nothing(tmp_path: Path) -> None:
+    clean = tmp_path / "train.log"
+    clean.write_text("Epoch 1/10\nstep 100 loss 0.52\nerror rate: 0.05\nNo errors found\nException handling enabled\n")
+    proc = run_cli("parse", str(clean))
+    assert proc.returncode == 1 and proc.stdout == b""

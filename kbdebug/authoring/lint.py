@@ -8,6 +8,9 @@ that exist, and its examples must be diagnosed as it says (kbdebug.authoring.exa
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import io
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +69,25 @@ def undefined_variables(data: dict[str, Any], all_rules: list[Rule]) -> list[tup
 
 
 def known_checks() -> frozenset[str] | None:
-    """The verifier's check names (None without torch: then `checks` cannot be verified)."""
+    """The verifier's check names: the keys of its `RUNNERS` table, read from the source rather than imported.
+    Importing the verifier imports torch (1-3 s, and a NumPy warning where numpy is missing) only to list
+    names, and lint must work without torch. None when the table cannot be read (then `checks` go unchecked)."""
+    source = Path(__file__).resolve().parent.parent / "verify" / "catalog.py"
     try:
-        from kbdebug.verify import RUNNERS
-    except ImportError:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
         return None
-    return frozenset(RUNNERS)
+    for node in tree.body:
+        target: ast.expr
+        if isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign):
+            target, value = node.targets[0], node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == "RUNNERS" and isinstance(value, ast.Dict):
+            return frozenset(k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+    return None
 
 
 def reference_problems(data: dict[str, Any], all_rules: list[Rule], checks: frozenset[str] | None) -> list[tuple[str, str]]:
@@ -101,11 +117,15 @@ def reference_problems(data: dict[str, Any], all_rules: list[Rule], checks: froz
     return problems
 
 
-def lint_directory(directory: Path) -> list[str]:
-    """Every problem in a rule directory, one "file: field: sentence" line each (empty when all is well)."""
-    if not directory.is_dir():
-        return [f"{directory}: rule directory does not exist"]
-    paths = rule_paths(directory)
+def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[str]:
+    """Every problem in a rule directory (or one rule file), one "file: field: sentence" line each (empty when
+    all is well). `warnings` receives what is allowed but worth saying: a rule that replaces a bundled one."""
+    if directory.is_file():
+        paths, directory = [directory], directory.parent
+    elif not directory.is_dir():
+        return [f"{directory}: no such rule file or directory"]
+    else:
+        paths = rule_paths(directory)
     if not paths:
         return [f"{directory}: no rules in this directory (a folder <id>/rule.toml, or a file <id>.toml)"]
     loaded: list[tuple[Path, Rule | None, dict[str, Any]]] = []
@@ -120,14 +140,20 @@ def lint_directory(directory: Path) -> list[str]:
             seen[rule.id] = path
         loaded.append((path, rule, data))
     bundled = [] if directory.resolve() == data_dir("knowledge").resolve() else _bundled_rules()
-    everything = bundled + [rule for _, rule, _ in loaded if rule is not None]
+    bundled_ids = {r.id for r in bundled}
+    for path, rule, _ in loaded:
+        if rule is not None and rule.id in bundled_ids and warnings is not None:
+            shown = f"`kbdebug rules show {rule.id}`"
+            warnings.append(f"{path}: id: {rule.id!r} replaces the bundled rule of that id ({shown}); rename it to add a rule beside it")
+    everything = [r for r in bundled if r.id not in seen] + [rule for _, rule, _ in loaded if rule is not None]
     checks = known_checks()
     kb_dirs = None if not bundled else [directory]  # a user rule's examples run in the knowledge base it joins
     for path, rule, data in loaded:
         for where, problem in undefined_variables(data, everything) + reference_problems(data, everything, checks):
             problems.append(f"{path}: {where}: {problem}")
         if rule is not None:
-            problems += [f"{path}: examples: {problem}" for problem in check_examples(rule, kb_dirs)]
+            with contextlib.redirect_stderr(io.StringIO()):  # the loader's "rule skipped" lines: this list has them already
+                problems += [f"{path}: examples: {problem}" for problem in check_examples(rule, kb_dirs)]
     problems.sort(key=lambda line: line.split(": ", 1)[0])  # grouped by file, each file's in the order found
     return problems
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
 
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
+from kbdebug.render import md_code, md_fence
 
 # Fields that say who the rule is or how it guides; every other field (match, indicators, relations,
 # consequence_of, whatever the model gains) is part of what it matches and is shown as is.
@@ -46,16 +48,53 @@ def show_rule(rule: Rule, kb: KnowledgeBase, kb_dirs: list[Path] | None, fmt: st
         note = "Guide (no positive example to fill it from: facts are empty):"
     else:
         note = "Guide, rendered on the first positive example:"
-    lines += ["", note, ""]
-    guide = render([Diagnosis(source="first positive example", incidents=[incident])], fmt, width=width)
+    diag = Diagnosis(source="first positive example", incidents=[incident])
     if fmt == "json":  # the whole output stays one JSON document
+        guide = render([diag], fmt, width=width)
         return (
             json.dumps(
                 {"rule": data, "source": str(kb.sources.get(rule.id, "")), "example": json.loads(guide)}, indent=2, ensure_ascii=False
             )
             + "\n"
         )
-    return "\n".join(lines) + "\n" + guide
+    if fmt == "markdown":
+        return _markdown(lines, note) + render([diag], fmt, width=width)
+    if fmt == "html":  # one document: the rule's matching data, then the guide's sections
+        rule_part = f'<section class="rule"><h2>{html.escape(lines[0])}</h2><pre>{html.escape(chr(10).join(lines[1:]))}</pre>'
+        return (
+            render([], fmt, part="head")
+            + rule_part
+            + f"<p>{html.escape(note)}</p></section>\n"
+            + render([diag], fmt, part="body")
+            + render([], fmt, part="foot")
+        )
+    lines += ["", note, ""]
+    return "\n".join(lines) + "\n" + render([diag], fmt, width=width)
+
+
+def _markdown(lines: list[str], note: str) -> str:
+    """The text form's head as Markdown: a heading, the matching data as a list, each example fenced."""
+    out = [f"## {lines[0]}", ""]
+    block: list[str] = []
+    for line in lines[1:]:
+        if line.startswith("    | "):
+            block.append(line[6:])
+            continue
+        if block:
+            fence = md_fence(block)
+            out += ["", f"{fence}text", *block, fence, ""]
+            block = []
+        if not line:
+            continue
+        if line.startswith("  "):
+            key, _, value = line.strip().partition(": ")
+            out.append(f"- {key}: {md_code(value)}" if value else f"- {key}")
+        else:
+            out += ["", f"**{line.rstrip(':')}**", ""]
+    if block:
+        fence = md_fence(block)
+        out += ["", f"{fence}text", *block, fence]
+    return "\n".join(out) + f"\n\n*{note}*\n\n"
 
 
 def _compact(value: Any, top: bool = True) -> str:

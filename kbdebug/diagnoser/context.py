@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shlex
 from typing import Any
 
 from kbdebug.diagnosis import Diagnosis, Incident
@@ -271,19 +272,71 @@ def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
     return out
 
 
+_TORCHRUN = re.compile(r"(?:^|[\\/])torchrun$|^torch\.distributed\.(?:run|launch)$")
+_LAUNCHER_FRAME = re.compile(r"(?:^|[\\/])torchrun$|torch[\\/]distributed[\\/](?:run|launch)\.py$|torch[\\/]distributed[\\/]elastic[\\/]")
+
+
+def launch_command(argv: list[str], env: dict[str, str], parent: list[str]) -> str:
+    """The command that reruns this process as it was started: `python train.py --epochs 3` with its arguments;
+    under torchrun (TORCHELASTIC_RUN_ID set) the launcher's own command line, read from the parent process,
+    else `torchrun --nproc_per_node=N` built from the worker's environment, so the rerun keeps the ranks,
+    the rendezvous and the environment torchrun gives each worker."""
+    own = "python " + shlex.join(argv)
+    if not env.get("TORCHELASTIC_RUN_ID"):
+        return own
+    for i, arg in enumerate(parent):
+        if _TORCHRUN.search(arg):
+            head = ["torchrun"] if arg.endswith("torchrun") else ["python", "-m", arg]
+            return shlex.join(head + parent[i + 1 :])
+    nodes = int(env.get("WORLD_SIZE", "1") or 1) // max(int(env.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+    opts = [f"--nproc_per_node={env.get('LOCAL_WORLD_SIZE', '1')}"] + ([f"--nnodes={nodes}"] if nodes > 1 else [])
+    return shlex.join(["torchrun", *opts, *argv])
+
+
+def log_launcher(diag: Diagnosis) -> str | None:
+    """ "torchrun" when the log shows torch.distributed.elastic at work: its failure table, or the launcher's
+    own frames (`torchrun`, `torch/distributed/run.py`) in a traceback."""
+    for inc in diag.incidents:
+        for rec in inc.records:
+            if rec.kind == "elastic_failure":
+                return "torchrun"
+        if any(_LAUNCHER_FRAME.search(f.replace("\\", "/")) for f in frame_files(inc)):
+            return "torchrun"
+    return None
+
+
+def _relaunched(text: str, script: str, launch: str) -> str:
+    """`python SCRIPT` (with the environment variables before it) replaced by the command that launched it."""
+    if not script or not launch or launch == f"python {script}":
+        return text
+    return re.sub(rf"(?<![\w/.-])python {re.escape(script)}(?![\w/.-])", lambda _: launch, text)
+
+
 def add_context(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> None:
-    """Give each incident its context facts (and what the caller knows, `extra`), before its guide is filled."""
+    """Give each incident its context facts (and what the caller knows, `extra`), before its guide is filled;
+    `launcher` ("torchrun") when a log shows the job was started by one."""
+    launcher = log_launcher(diag) if (origin or "log") in ("log", "run", "rerun") else None
     for inc in diag.incidents:
         rule = kb.get(inc.rule)
         device_side = rule is not None and any("cuda" in needs(c) for c in rule.commands)
         for key, val in {**context_facts(inc, origin, device_side), **(extra or {})}.items():
             inc.facts.setdefault(key, val)
+        if launcher:
+            inc.facts.setdefault("launcher", launcher)
 
 
 def keep_applicable(diag: Diagnosis) -> None:
-    """Keep, of each incident's filled commands, those that can help in its context."""
+    """Keep, of each incident's filled commands, those that can help in its context. A command or guide that
+    reruns `python SCRIPT` gets the command the run was launched with (`launch`): the script's own arguments,
+    pytest's node id, torchrun and its options (read from a log: `torchrun ... SCRIPT`)."""
+    from kbdebug.diagnoser.guides import script_name
+
     for inc in diag.incidents:
-        inc.commands = applicable(inc.commands, inc.facts)
+        script = str(inc.facts.get("script") or script_name(inc.facts))
+        launch = str(inc.facts.get("launch") or (f"torchrun ... {script}" if inc.facts.get("launcher") == "torchrun" else ""))
+        inc.commands = applicable([_relaunched(c, script, launch) for c in inc.commands], inc.facts)
+        inc.guide = {k: _relaunched(v, script, launch) for k, v in inc.guide.items()}
+        inc.fix = _relaunched(inc.fix, script, launch)
         inc.references = [url for url in inc.references if library_of(url) in (None, *inc.facts.get("libraries", ()))]
 
 

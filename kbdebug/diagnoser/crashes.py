@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from kbdebug.diagnoser.match import earlier
 from kbdebug.diagnosis import Diagnosis, FirstFailure
+from kbdebug.kb.loader import KnowledgeBase
 
 
 @dataclass
@@ -17,10 +18,16 @@ class Group:
     title: str
     first_guide_line: str
     members: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # logs of other ranks whose collective waited on this crash
 
 
-def group(diags: list[Diagnosis]) -> tuple[list[Group], list[str]]:
-    """Crash groups by the root incident's signature, and the logs in which nothing was recognised."""
+def group(diags: list[Diagnosis], kb: KnowledgeBase | None = None) -> tuple[list[Group], list[str]]:
+    """Crash groups by the root incident's signature, and the logs in which nothing was recognised.
+
+    One file per rank of a job: a rank whose root is a collective (an NCCL timeout, tagged `collective`)
+    waited on another rank's failure, so when the inputs hold exactly one other distinct crash, its log is
+    folded under that crash, as the matcher folds it within one log. With several other crashes the
+    inputs are not one run (or the culprit is not known), and every group stays as it is."""
     groups: dict[str, Group] = {}
     nothing: list[str] = []
     for diag in diags:
@@ -31,9 +38,22 @@ def group(diags: list[Diagnosis]) -> tuple[list[Group], list[str]]:
         g = groups.get(root.signature)
         if g is None:
             what = " ".join((root.guide.get("what") or root.title).split())
-            g = groups[root.signature] = Group(root.signature, root.signature_key, root.rule, root.title, what.split(". ")[0][:160])
+            g = groups[root.signature] = Group(root.signature, root.signature_key, root.rule, root.title, _first_sentence(what))
         g.members.append(diag.source)
+    if kb is not None:
+        waiting = [g for g in groups.values() if kb.tagged(g.rule, "collective")]
+        causes = [g for g in groups.values() if g not in waiting and not kb.tagged(g.rule, "fallback")]
+        if waiting and len(causes) == 1:
+            for g in waiting:
+                causes[0].waiting += g.members
+                del groups[g.signature]
     return sorted(groups.values(), key=lambda g: (-len(g.members), g.rule)), nothing
+
+
+def _first_sentence(what: str) -> str:
+    """The guide's first sentence, whole (a cut inside a `code span` would break the Markdown around it)."""
+    first = what.split(". ")[0]
+    return first if len(first) <= 240 else what[:240].rsplit(" ", 1)[0] + " …"
 
 
 def first_failure(diags: list[Diagnosis]) -> FirstFailure | None:

@@ -1,13 +1,16 @@
 """Fill each rule's guide, commands and facts with an incident's own values: the last step of a diagnosis.
 
 A guide section is a jinja2 template over the incident's facts; a value read from the log may hold a
-backtick, which would end the Markdown code span it is put in, so values pass through `_guide_value`.
+backtick, which would end the Markdown code span it is put in, so such values pass through `_guide_value`
+and are put back by `_fill_slots` inside a code span fenced longer than their own backtick runs.
 Compiled templates are kept between runs (a few percent of a cold explain).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
+import re
 from functools import cache
 from typing import Any
 
@@ -58,21 +61,61 @@ def _fragment_env() -> jinja2.Environment:
     )
 
 
+_QUOTED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("kbdebug_quoted", default=None)
+_SLOT = re.compile("\x00(\\d+)\x00")
+_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
+
+
+def code_span(text: str) -> str:
+    """`text` as a Markdown code span whose fence is longer than any backtick run inside it (CommonMark), so a
+    message with backticks reads and copies as the log printed it; padded where it starts or ends with one."""
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _guide_value(value: Any) -> Any:
-    """A value read from the log, put into a guide (Markdown, usually inside a `code span`): a backtick in
-    it would end the span and let the rest render as Markdown or HTML, so it becomes a look-alike."""
-    return value.replace("`", "\u02cb") if isinstance(value, str) else value
+    """A value read from the log, put into a guide: one holding a backtick or a `<` stands in as a slot,
+    filled once the guide is rendered (see `_fill_slots`), so the user's own text stays copyable as is."""
+    quoted = _QUOTED.get()
+    if quoted is None or not isinstance(value, str) or not any(c in value for c in "`<"):
+        return value
+    quoted.append(value)
+    return f"\x00{len(quoted) - 1}\x00"
 
 
-def fill_text(template: str, facts: dict[str, Any]) -> str:
+def _fill_slots(text: str, quoted: list[str], markdown: bool) -> str:
+    """Put the log's values back. In Markdown a code span holding one is re-fenced (`code_span`); elsewhere
+    its backticks and `<` are backslash-escaped. Facts and commands are not Markdown: values go back as they are."""
+    put = lambda m: quoted[int(m.group(1))]  # noqa: E731
+    if not markdown:
+        return _SLOT.sub(put, text)
+
+    def span(m: re.Match[str]) -> str:
+        body = m.group(2)
+        return code_span(_SLOT.sub(put, body)) if _SLOT.search(body) else m.group(0)
+
+    out = _SPAN.sub(span, text)
+    return _SLOT.sub(lambda m: re.sub(r"([`<])", r"\\\1", quoted[int(m.group(1))]), out)
+
+
+def fill_text(template: str, facts: dict[str, Any], markdown: bool = False) -> str:
+    """A rule's template filled with the facts; `markdown`: it is a guide section (see `_fill_slots`)."""
+    quoted: list[str] = []
+    token = _QUOTED.set(quoted)
     try:
-        return _fragment_env().get_template(template).render(**facts).strip()
+        return _fill_slots(_fragment_env().get_template(template).render(**facts).strip(), quoted, markdown)
     except (jinja2.TemplateError, SyntaxError, TypeError, ValueError, ArithmeticError) as exc:
         # a guide that cannot render (a user's template, an odd fact value) still leaves a readable report
         return f"{template} (template error: {type(exc).__name__}: {exc})"
+    finally:
+        _QUOTED.reset(token)
 
 
-def _script(facts: dict[str, Any]) -> str:
+def script_name(facts: dict[str, Any]) -> str:
+    """The script a rerun command names: the user's frame's file, else `train.py`."""
     frame = facts.get("innermost_user_frame") or ""
     return frame.rsplit(":", 1)[0] if frame.endswith(tuple("0123456789")) and ".py" in frame else "train.py"
 
@@ -86,10 +129,10 @@ def fill(diag: Diagnosis, kb: KnowledgeBase) -> Diagnosis:
 
 
 def fill_incident(inc: Incident, rule: Rule) -> None:
-    ctx = {"script": _script(inc.facts), **inc.facts}
+    ctx = {"script": script_name(inc.facts), **inc.facts}
     for key, tmpl in rule.facts.items():
         inc.facts.setdefault(key, fill_text(tmpl, ctx))
-    inc.guide = {key: fill_text(getattr(rule.guide, key), ctx) for key, _ in SECTIONS}
+    inc.guide = {key: fill_text(getattr(rule.guide, key), ctx, markdown=True) for key, _ in SECTIONS}
     inc.commands = [fill_text(c, ctx) for c in rule.commands]
     inc.references = list(rule.references)
     inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)

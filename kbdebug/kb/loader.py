@@ -28,6 +28,7 @@ class KnowledgeBase:
     rules: list[Rule] = field(default_factory=list)
     sources: dict[str, Path] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # one line per broken user rule file
+    replaced: list[str] = field(default_factory=list)  # one line per user rule that replaces a bundled one
 
     def get(self, rule_id: str) -> Rule | None:
         for rule in self.rules:
@@ -63,7 +64,10 @@ def read_rule_data(path: Path, data: bytes | None = None, templates: bool = True
     jinja2's error in place of the user's text. `templates=False` leaves it to the tests (bundled rules:
     every template is compiled and rendered by tests/test_rule_examples.py before a release).
     """
-    import tomllib  # only when a rule file is read: a cached knowledge base never needs it
+    try:  # only when a rule file is read: a cached knowledge base never needs it
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
+        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
 
     try:
         text = (path.read_bytes() if data is None else data).decode("utf-8")
@@ -184,6 +188,8 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
         kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(files, bundled))
         for line in kb.skipped:  # once per process and set of files, not once per diagnosed log
             print(f"kbdebug: warning: rule skipped: {line}", file=sys.stderr)
+        for line in kb.replaced:  # allowed (a user's own wording of a cause), never silent
+            print(f"kbdebug: note: {line}", file=sys.stderr)
     return kb
 
 
@@ -201,6 +207,8 @@ def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
         old = kb.get(rule.id)
         if old is not None:
             kb.rules.remove(old)
+            if kb.sources.get(rule.id, path).parent == bundled and path.parent != bundled:
+                kb.replaced.append(f"{path} replaces the bundled rule {rule.id!r}")
         kb.rules.append(rule)
         kb.sources[rule.id] = path
     _expand_groups(kb)

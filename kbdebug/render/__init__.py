@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from kbdebug.diagnoser.guides import SECTIONS, bytecode_cache
+from kbdebug.diagnoser.guides import SECTIONS, bytecode_cache, code_span
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.render import markup
 from kbdebug.render.evidence import evidence, split_highlight
@@ -45,11 +45,7 @@ def md_code(value: Any, table: bool = False) -> str:
     so `<details>`, `<img>` or backticks in a message show as text wherever the report is pasted."""
     text = " ".join(str(value).split())
     text = text.replace("|", "\\|") if table else text  # a table cell ends at a bare pipe, even in a code span
-    if not text:
-        return ""
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text[0] == "`" or text[-1] == "`" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return code_span(text)
 
 
 def _md_inline(text: str) -> str:
@@ -70,8 +66,11 @@ def json_line(diag: Diagnosis) -> str:
     return json.dumps(_json_object(diag), ensure_ascii=False) + "\n"
 
 
-def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100) -> str:
-    """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY)."""
+def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100, part: str = "all") -> str:
+    """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY).
+
+    `part` ("head", "body", "foot"; HTML only) lets many logs stream into one document: the head once,
+    each log's sections as they are ready, the summary, then the foot."""
     if fmt == "json":
         if len(diags) == 1:
             return json.dumps(_json_object(diags[0]), indent=2, ensure_ascii=False) + "\n"
@@ -93,6 +92,7 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
         md_inline_html=markup.to_html_inline,
         guide_text=guide_text,
         width=max(width, 40),
+        part=part,
     )
 
 

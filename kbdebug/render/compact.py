@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from kbdebug.diagnosis import Diagnosis
+from kbdebug.render import markup
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`])")
 
@@ -20,7 +21,7 @@ def compact(diags: list[Diagnosis], hint: str = "") -> str:
         for inc in diag.incidents:
             where = inc.facts.get("innermost_user_frame") or inc.facts.get("raised_at") or diag.source
             what = " ".join((inc.guide.get("what") or inc.title).split())
-            first = _SENTENCE_END.split(what, 1)[0]
+            first = " ".join(markup.to_plain(_SENTENCE_END.split(what, 1)[0]).split())  # a terminal: no Markdown
             lines.append(f"kbdebug: {inc.rule} at {where}: {first}")
             lines.append(f"  {inc.title}{hint}")
     return "\n".join(lines) + ("\n" if lines else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN
+from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN, frame_needle
 from kbdebug.diagnosis import Incident
 
 _DIGITS = re.compile(r"\d+")
@@ -42,12 +42,38 @@ def _decisive_line(kind: str, first: int, last: int, own: dict[int, str]) -> int
     return first
 
 
+_HIGHLIGHT_KEYS = ("assertion", "error_message", "cuda_error", "category")  # the root's own words, most specific first
+
+
 def _highlight(text: str, facts: dict) -> str:
-    for key in ("assertion", "error_message", "cuda_error", "category"):
+    for key in _HIGHLIGHT_KEYS:
         val = facts.get(key)
         if isinstance(val, str) and val and val in text:
             return val
     return ""
+
+
+def _rank(text: str, facts: dict) -> int:
+    """How closely a candidate line is the root's own (lower is closer): a consequence folded into the
+    incident (the `device-side assert triggered` after a kernel assert) carries only a later key."""
+    hl = _highlight(text, facts)
+    return next((k for k, key in enumerate(_HIGHLIGHT_KEYS) if facts.get(key) == hl), len(_HIGHLIGHT_KEYS)) if hl else len(_HIGHLIGHT_KEYS)
+
+
+def _user_frame_lines(facts: dict, own: dict[int, str], first: int, last: int) -> set[int]:
+    """The `File "...", line N` of the innermost user frame and its code line: the user's own line stays
+    among the evidence when a long traceback is cut."""
+    needle = frame_needle(facts)
+    return {n for no in range(first, last + 1) if needle and needle in own.get(no, "") for n in (no, no + 1)} if needle else set()
+
+
+def _user_frame_block(facts: dict, lines: dict[int, str], shown: set[int]) -> list[EvidenceLine]:
+    """The user's frame as its own block when no record's block holds it (the record is the message alone)."""
+    needle = frame_needle(facts)
+    at = next((no for no, text in sorted(lines.items()) if needle and needle in text), None)
+    if at is None or at in shown:
+        return []
+    return [EvidenceLine(no, lines[no]) for no in (at, at + 1) if no in lines]
 
 
 def _collapse(rows: list[EvidenceLine]) -> list[EvidenceLine]:
@@ -74,8 +100,9 @@ def _collapse(rows: list[EvidenceLine]) -> list[EvidenceLine]:
 
 
 def evidence(inc: Incident, lines: dict[int, str]) -> list[list[EvidenceLine]]:
-    """One block of rows per distinct record, in log order."""
+    """One block of rows per distinct record, in log order; one decisive line per incident (the root's own)."""
     blocks: list[list[EvidenceLine]] = []
+    candidates: list[tuple[int, int, EvidenceLine]] = []
     seen: set[int] = set()
     for rec in sorted(inc.records, key=lambda r: r.first_line):
         if rec.first_line in seen or rec.first_line <= 0:
@@ -86,21 +113,30 @@ def evidence(inc: Incident, lines: dict[int, str]) -> list[list[EvidenceLine]]:
         for k, text in enumerate(rec.raw.split("\n")):
             own.setdefault(first + k, text)
         decisive = _decisive_line(rec.kind, first, last, own)
+        mine = _user_frame_lines(inc.facts, own, first, last)
         rows = [EvidenceLine(no, own[no]) for no in range(first - CONTEXT, first) if no in own]
         body = [EvidenceLine(no, own[no]) for no in range(first, last + 1) if no in own]
         collapsed = _collapse(body)
         if len(collapsed) > MAX_SHOWN:
             keep = [r for r in collapsed[: MAX_SHOWN - 3]]
-            tail = [r for r in collapsed if r.no == decisive and r not in keep] + collapsed[-2:]
+            kept = [r for r in collapsed if (r.no == decisive or r.no in mine) and r not in keep]
+            tail = kept + [r for r in collapsed[-2:] if r not in kept]
             skipped = len(collapsed) - len(keep) - len(tail)
             collapsed = keep + [EvidenceLine(None, f"… {skipped} more lines")] + [r for r in tail if r not in keep]
         rows += collapsed
         rows += [EvidenceLine(no, own[no]) for no in range(last + 1, last + CONTEXT + 1) if no in own]
         for row in rows:
             if row.no == decisive:
-                row.decisive = True
-                row.highlight = _highlight(row.text, inc.facts)
+                candidates.append((_rank(row.text, inc.facts), len(candidates), row))
         blocks.append(rows)
+    frame_block = _user_frame_block(inc.facts, lines, {r.no for b in blocks for r in b if r.no is not None})
+    if frame_block:
+        blocks.append(frame_block)
+        blocks.sort(key=lambda b: next((r.no for r in b if r.no is not None), 0))
+    if candidates:
+        _, _, row = min(candidates, key=lambda c: (c[0], c[1]))
+        row.decisive = True
+        row.highlight = _highlight(row.text, inc.facts)
     return blocks
 
 
