@@ -465,7 +465,7 @@ def test_a_paste_that_lost_its_newlines_is_read_as_the_lines_it_was() -> None:
         "checkForNCCLErrors",
         1275,
     )
-    assert [r.event for r in records if r.kind == "nccl"] == ["aborted", "nccl_error"]
+    assert [r.event for r in records if r.kind == "nccl"] == ["aborted", "failure"]
     # a CUDA error inside an exception's own line is not a glue point
     (exc,) = [r for r in parse_text("RuntimeError: CUDA error: device-side assert triggered") if r.kind == "exception"]
     assert exc.message == "CUDA error: device-side assert triggered"

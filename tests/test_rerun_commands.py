@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from kbdebug.api import _live_facts, diagnose_regions, diagnose_text
+from kbdebug.api import diagnose_regions, diagnose_text
 from kbdebug.diagnoser.context import launch_command
+from kbdebug.live import running_script
 from kbdebug.parse.needles import needles
 from kbdebug.scan import scan_text
 
@@ -65,9 +66,9 @@ def test_the_scripts_arguments_are_kept(tmp_path: Path) -> None:
     script = tmp_path / "fit.py"
     script.write_text(
         "import kbdebug\nfrom kbdebug.api import diagnose_regions\nfrom kbdebug.parse.needles import needles\n"
-        "from kbdebug.scan import scan_text\nfrom kbdebug.api import _live_facts\nimport sys\n"
+        "from kbdebug.scan import scan_text\nfrom kbdebug.live import running_script\nimport sys\n"
         f"log = {ASSERT + ASYNC!r}\n"
-        "diag = diagnose_regions(scan_text(log, needles), origin='script', facts=_live_facts())\n"
+        "diag = diagnose_regions(scan_text(log, needles), origin='script', facts=running_script())\n"
         "print(diag.root.commands)\n"
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTEST_CURRENT_TEST"}
@@ -78,7 +79,7 @@ def test_the_scripts_arguments_are_kept(tmp_path: Path) -> None:
 
 
 def test_under_pytest_the_rerun_is_the_test(request: pytest.FixtureRequest) -> None:
-    facts = _live_facts()
+    facts = running_script()
     assert facts["launch"] == f"python -m pytest {request.node.nodeid}"
     diag = diagnose_regions(scan_text(ASSERT + ASYNC, needles), origin="script", facts=facts)
     assert diag.root is not None and diag.root.commands == [f"CUDA_LAUNCH_BLOCKING=1 python -m pytest {request.node.nodeid}"]

@@ -370,7 +370,7 @@ _EVENTS = {
     "watchdog_timeout": "NCCL watchdog timeout",
     "watchdog_exception": "NCCL watchdog exception",
     "aborted": "NCCL communicator aborted",
-    "nccl_error": "NCCL error",
+    "failure": "NCCL error",
 }
 
 

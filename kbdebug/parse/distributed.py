@@ -36,7 +36,7 @@ class NcclTree(FieldTransformer):
         return {"event": "aborted"}
 
     def nccl_failure(self, children: list[object]) -> Fields:
-        return {"event": "nccl_error", "nccl_error": None, **merge(children)}
+        return {"event": "failure", "nccl_error": None, **merge(children)}
 
 
 class ElasticTree(FieldTransformer):

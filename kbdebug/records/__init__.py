@@ -417,7 +417,7 @@ class NcclEvent(Record):
     kind: Literal["nccl"] = "nccl"
     FIELD_FACTS = ("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error")
     FACTS = (*FIELD_FACTS, "nccl_event")
-    event: Literal["watchdog_timeout", "nccl_error", "aborted", "watchdog_exception"]
+    event: Literal["watchdog_timeout", "failure", "aborted", "watchdog_exception"]
     text: str
     op_type: str | None = None
     seq_num: int | None = None
