@@ -49,7 +49,9 @@ def undefined_variables(data: dict[str, Any], all_rules: list[Rule]) -> list[tup
     """(field, problem) for each template variable that none of the rule's matches can produce (see
     kbdebug.authoring.facts) and that the rule does not define itself. A guarded use (`{% if x %}`) counts:
     a fact the rule can never have makes the guarded text dead."""
-    env = jinja2.Environment()
+    from kbdebug.diagnoser.guides import guide_environment
+
+    env = guide_environment()  # its globals (`phrase`, knowledge/_phrases.j2) are no facts
     vocab = rule_vocabulary(data, folded_kinds(data, all_rules))
     matches = data.get("match")
     kinds = sorted({str(m.get("kind")) for m in matches if isinstance(m, dict)} if isinstance(matches, list) else set())

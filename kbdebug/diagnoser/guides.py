@@ -16,8 +16,10 @@ from typing import Any
 
 import jinja2
 import jinja2.bccache
+import markupsafe
 
 from kbdebug._cache import code_version, private_dir
+from kbdebug._resources import data_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.kb.loader import KnowledgeBase
@@ -49,16 +51,43 @@ def bytecode_cache() -> jinja2.BytecodeCache | None:
     return _QuietBytecodeCache(str(where)) if where is not None else None
 
 
+PHRASES = "_phrases.j2"  # knowledge/_phrases.j2: the phrasing every guide shares
+
+
+class _Phrases:
+    """The macros of knowledge/_phrases.j2, as `phrase.NAME(...)` in any guide. What a macro returns is guide
+    text (Markup), not a value from the log: the log's values it quotes were already set aside inside it."""
+
+    def __init__(self, env: jinja2.Environment) -> None:
+        self._env = env
+        self._module: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._module is None:
+            self._module = self._env.from_string((data_dir("knowledge") / PHRASES).read_text(encoding="utf-8")).module
+        macro = getattr(self._module, name)
+        return lambda *args, **kwargs: markupsafe.Markup(macro(*args, **kwargs))
+
+
+def guide_environment() -> jinja2.Environment:
+    """The environment every guide, command and derived fact is rendered in (its globals: `phrase`)."""
+    return _fragment_env()
+
+
 @cache
 def _fragment_env() -> jinja2.Environment:
     # A rule's guide fragment is its own template name, so fragments share the bytecode cache too.
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FunctionLoader(lambda source: (source, None, lambda: True)),
         bytecode_cache=bytecode_cache(),
         undefined=jinja2.ChainableUndefined,
         autoescape=False,
         finalize=_guide_value,
     )
+    env.globals["phrase"] = _Phrases(env)
+    return env
 
 
 _QUOTED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("kbdebug_quoted", default=None)
@@ -80,7 +109,7 @@ def _guide_value(value: Any) -> Any:
     """A value read from the log, put into a guide: one holding a backtick or a `<` stands in as a slot,
     filled once the guide is rendered (see `_fill_slots`), so the user's own text stays copyable as is."""
     quoted = _QUOTED.get()
-    if quoted is None or not isinstance(value, str) or not any(c in value for c in "`<"):
+    if quoted is None or not isinstance(value, str) or isinstance(value, markupsafe.Markup) or not any(c in value for c in "`<"):
         return value
     quoted.append(value)
     return f"\x00{len(quoted) - 1}\x00"
