@@ -27,6 +27,7 @@ RecordKind = Literal[
     "message",
     "arch_warning",
     "process_exit",
+    "job_event",
 ]
 
 

@@ -11,6 +11,7 @@ from kbdebug.parse.cuda import CudaReader
 from kbdebug.parse.derive import anchors, line_start, may_hold, own_line
 from kbdebug.parse.distributed import DistributedReader
 from kbdebug.parse.grammar import GRAMMARS, parse
+from kbdebug.parse.job import JobReader
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
 from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader
@@ -20,7 +21,7 @@ FALLBACK_LINES = 3
 WARNING_MESSAGE_LINES = 1  # lines read as a bare message when nothing in a region is recognised
 
 
-class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, MessageReader, SanitizerReader):
+class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, MessageReader, SanitizerReader, JobReader):
     """Walks the lines of a region once, keeping the state of the record being built."""
 
     def __init__(self) -> None:
@@ -122,6 +123,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             self.distributed(line)
         if self.elastic_table or anchors("elastic", "table_head").starts(text, 1):
             self.elastic_line(line)
+        self.job_line(line)
         self.messages(line, text)
 
     def _message_limit(self) -> int:

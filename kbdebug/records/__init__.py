@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kbdebug.frames import basename, is_library_path
 from kbdebug.records.base import Record, Triple
-from kbdebug.records.job import ProcessExit
+from kbdebug.records.job import JobEvent, ProcessExit, signal_of_status
 from kbdebug.shapes import relation, shape_facts, shapes_in
 from kbdebug.stamps import parse_stamp
 
-__all__ = ["ProcessExit", "Record", "Triple"]
+__all__ = ["JobEvent", "ProcessExit", "Record", "Triple"]
 
 
 class KernelAssert(Record):
@@ -82,6 +82,8 @@ class PyException(Record):
     # ... and which of them is the label and which the prediction, when the code's names say so
     frame_target_shape: list[int] | None = None
     frame_input_shape: list[int] | None = None
+    # Raised in DataLoader worker N and re-raised in the main process (`Caught X in DataLoader worker process N`)
+    worker: int | None = None
 
     @property
     def folded_message(self) -> str:
@@ -149,6 +151,8 @@ class PyException(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | {"error_message": self.message.split("\n")[0].strip()}
+        if self.worker is not None:
+            f["worker"] = self.worker
         if self.exc_type:  # a message pasted without its `Type: ` has none
             f["error_type"] = self.exc_type
         user = self.user_frame
@@ -377,6 +381,7 @@ class ElasticFailure(Record):
     exitcode: int | None = None
     host: str | None = None
     error_file: str | None = None
+    signal: str | None = None  # `traceback : Signal 9 (SIGKILL) received by PID 1234`
     # the table's `time : 2025-03-01_10:00:00` is set after the record is made: read it as a stamp then too
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -390,6 +395,10 @@ class ElasticFailure(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | self._fields("local_rank", "exitcode", "host")
+        if self.exitcode is not None:  # torchrun's -9 is the worker's signal; a positive code its own exit
+            f["exit_code"] = self.exitcode
+            if (signal := self.signal or signal_of_status(self.exitcode)) is not None:
+                f["signal"] = signal
         if self.time is not None:
             f["time"] = self.time.text
         if self.failed_rank is not None:
@@ -452,6 +461,7 @@ AnyRecord = Annotated[
     | ElasticFailure
     | TorchMessage
     | ArchWarning
-    | ProcessExit,
+    | ProcessExit
+    | JobEvent,
     Field(discriminator="kind"),
 ]

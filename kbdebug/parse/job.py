@@ -1,0 +1,88 @@
+"""How a job ended, read from the lines the system around it prints (grammars/job.lark): the kernel's OOM
+killer and Xid reports, Slurm, Kubernetes, glibc's heap checks, a DataLoader worker's fault, torchrun's
+and a shell's report of a process that died. A death becomes a ProcessExit (one vocabulary, whoever
+reports it); everything else a JobEvent named after its line kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Token
+
+from kbdebug.normalise import Line
+from kbdebug.parse.common import State, read_at
+from kbdebug.parse.derive import anchors, may_hold
+from kbdebug.parse.fields import Fields, FieldTransformer
+from kbdebug.parse.grammar import parse
+from kbdebug.records import JobEvent, ProcessExit
+from kbdebug.records.job import exit_status, signal_of_status, signal_of_text
+
+# Who prints each line kind, and the signal it implies where the line names none
+_SOURCES: dict[str, tuple[str, str | None]] = {
+    "oom_killed_process": ("kernel", "SIGKILL"),
+    "oom_kill": ("kernel", "SIGKILL"),
+    "xid_report": ("kernel", None),
+    "gpu_lost": ("kernel", None),
+    "slurm_cancelled": ("scheduler", None),
+    "slurm_oom": ("scheduler", "SIGKILL"),
+    "srun_task": ("scheduler", None),
+    "k8s_oomkilled": ("scheduler", "SIGKILL"),
+    "heap_corruption": ("glibc", "SIGABRT"),
+    "stack_smashing": ("glibc", "SIGABRT"),
+    "worker_fault": ("dataloader", None),
+}
+_SHELL = "shell_death"  # a shell's report is the whole line: `Killed` inside other text is a word, not a death
+
+
+class JobTree(FieldTransformer):
+    """job.lark's tree to a record's fields: a signal's description (`Bus error`) becomes its name."""
+
+    grammar = "job"
+
+    def death(self, children: list[Token]) -> Fields:
+        return {"signal": signal_of_text(str(children[0]))}
+
+    def worker_signal(self, children: list[Token]) -> Fields:
+        return {"signal": signal_of_text(str(children[0]))}
+
+    def core(self, children: list[Token]) -> Fields:
+        return {"core_dumped": True}
+
+    def srun_oom(self, children: list[Token]) -> Fields:
+        return {"reason": "Out Of Memory"}
+
+
+class JobReader(State):
+    def job_line(self, line: Line) -> None:
+        """Read the line as a whole, else from where one of job.lark's line kinds may start in it."""
+        text = line.text.strip()
+        if not may_hold("job", text):
+            return
+        for start in dict.fromkeys([0, *anchors("job").starts(text)]):
+            tree = parse("job", text[start:])
+            if tree is None:
+                continue
+            fields = JobTree().read(tree)
+            if fields["template"] == _SHELL and start > 0:
+                continue
+            self.out.append(_record(line, text[start:], fields))
+            return
+
+
+def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
+    kind: str = fields.pop("template")
+    at: dict[str, Any] = read_at(line)
+    signal = fields.get("signal")
+    if kind == _SHELL:
+        return ProcessExit(**at, reporter="shell", exit_code=exit_status(signal), **fields)
+    if kind == "launcher_failed":
+        code = fields["exitcode"]
+        return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal_of_status(code), pid=fields.get("pid"))
+    if kind == "srun_task" and fields.get("reason") is None:
+        keep = {k: fields[k] for k in ("signal", "core_dumped") if k in fields}
+        return ProcessExit(**at, reporter="scheduler", exit_code=exit_status(signal), **keep)
+    source, implied = _SOURCES[kind]
+    event = "srun_oom" if kind == "srun_task" else kind
+    keep = {k: v for k, v in fields.items() if k in JobEvent.model_fields and k != "text"}
+    keep["signal"] = signal or implied
+    return JobEvent(**at, event=event, source=source, text=text, **keep)
