@@ -47,6 +47,8 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         self.expect_code = False  # a plain `File "...", line N` frame was just read: its source line follows
         self.free_code: str | None = None  # an indented line read outside any traceback: maybe the failing source line
         self.plain_frames = False  # the frames read so far are Python's plain ones (not IPython's with context lines)
+        self.fatal: PyException | None = None  # the last `Fatal Python error`, whose thread dump follows it
+        self.dump_thread: str | None = None  # inside a fatal-error dump: "current" (the error's frames) or "other"
 
     def run(self, lines: list[Line]) -> list[Record]:
         for line in (piece for whole in lines for piece in unglue(whole)):

@@ -14,6 +14,7 @@ from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
 from kbdebug.parse.grammar import parse
 from kbdebug.records import ArchWarning, TorchMessage
+from kbdebug.records.job import signal_of_text
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _ROLES = ("input_shape", "target_shape")
@@ -84,8 +85,10 @@ def _extra_singleton(out: Fields) -> Fields:
     return {"extra_singleton_dim": 1} if len(b) == len(a) + 1 and len(b) > 1 and b[1] == 1 else {}
 
 
-# Values a template implies rather than names: anomaly mode names the backward function, which is the op.
+# Values a template implies rather than names: anomaly mode names the backward function, which is the op;
+# a DataLoader names its worker's signal by strsignal's text (`Bus error`), a fact names it as `SIGBUS`.
 _DERIVED = {
+    "worker_killed": lambda out: {"signal": signal_of_text(str(out["values"].get("signal_text", "")))},
     "target_size_nd": _extra_singleton,
     "anomaly_nan": lambda out: {"op": out["values"].get("backward_function")},
     "anomaly_detected": lambda out: {"op": out["values"].get("backward_function")},

@@ -12,7 +12,7 @@ from kbdebug.parse.common import State, read_at
 from kbdebug.parse.derive import may_hold
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
 from kbdebug.parse.grammar import parse
-from kbdebug.records import Frame, PyException
+from kbdebug.records import Frame, PyException, Record
 
 MAX_MESSAGE_LINES = 30
 _CARETS = frozenset("^~ ")
@@ -50,6 +50,8 @@ class TracebackReader(State):
             return False
         f = TracebackTree().read(tree)
         kind = f.pop("template")
+        if self._fatal_dump(line, kind, f):
+            return True
         if kind in ("header", *_FRAMES) and not self.frames:
             self.tb_start = line.no
         if kind == "header":
@@ -83,6 +85,30 @@ class TracebackReader(State):
             self._start_exc(line, exc_type, msg)
         return True
 
+    def _fatal_dump(self, line: Line, kind: str, f: Fields) -> bool:
+        """Python's fatal-error dump: `Fatal Python error: MSG` is the error, and the frames of the thread
+        it names current (printed innermost first, after it) are its traceback. Another thread's frames
+        are not the error's; any other traceback line ends the dump."""
+        if kind == "fatal":
+            self._close_exc()
+            self.frames, self.header, self.chain = [], False, None
+            self.fatal = PyException(**read_at(line), exc_type="Fatal Python error", message=f.get("message", ""))
+            self.out.append(self.fatal)
+            self.dump_thread = None
+            return True
+        if kind == "thread":
+            self._close_exc()
+            self.frames = []
+            self.dump_thread = "current" if line.text.strip().startswith("Current") and self.fatal is not None else "other"
+            return True
+        if kind in _FRAMES and self.dump_thread is not None:
+            if self.dump_thread == "current" and self.fatal is not None:
+                self.fatal.frames.insert(0, Frame(file=f.get("file", ""), line=f.get("line"), function=f.get("function")))
+                self.fatal.last_line = line.no
+            return True
+        self.dump_thread = None
+        return False
+
     def _start_exc(self, line: Line, exc_type: str, msg: str) -> None:
         if not self.frames and self.free_code:  # only the failing source line was pasted above the error
             self.frames = [Frame(file="<unknown>", code=self.free_code)]
@@ -109,6 +135,7 @@ class TracebackReader(State):
             _complete_cut_message(self.exc)
             self._reread_message(self.exc)
             if self.wrapper_at is not None:  # put the original exception before its wrapper: its facts win
+                self.exc.worker = _worker_of(self.out, self.out[self.wrapper_at].first_line)
                 self.out.insert(self.wrapper_at, self.exc)
                 self.wrapper_at = None
             else:
@@ -131,6 +158,17 @@ class TracebackReader(State):
                 self.messages(line, folded)
             if len(self.out) > before:
                 return
+
+
+def _worker_of(out: list[Record], line_no: int) -> int | None:
+    """The DataLoader worker a wrapper exception names (`Caught X in DataLoader worker process N`), read by
+    messages.lark from the wrapper's own line."""
+    for rec in reversed(out):
+        values = getattr(rec, "values", None)
+        if rec.first_line == line_no and getattr(rec, "template", None) == "caught_in_worker" and values:
+            worker = values.get("worker")
+            return worker if isinstance(worker, int) else None
+    return None
 
 
 _STRING = re.compile(r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")  # no f-strings: their text is not the message
