@@ -30,6 +30,7 @@ _SOURCES: dict[str, tuple[str, str | None]] = {
     "heap_corruption": ("glibc", "SIGABRT"),
     "stack_smashing": ("glibc", "SIGABRT"),
     "worker_fault": ("dataloader", None),
+    "launcher_signal": ("launcher", None),
 }
 _SHELL = "shell_death"  # a shell's report is the whole line: `Killed` inside other text is a word, not a death
 
@@ -47,6 +48,9 @@ class JobTree(FieldTransformer):
 
     def core(self, children: list[Token]) -> Fields:
         return {"core_dumped": True}
+
+    def signal_name(self, children: list[Token]) -> Fields:
+        return {"signal": str(children[0])}
 
     def srun_oom(self, children: list[Token]) -> Fields:
         return {"reason": "Out Of Memory"}
