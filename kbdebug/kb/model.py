@@ -58,6 +58,10 @@ class Match(BaseModel):
     # What rerunning does when this match is the evidence, where it differs from the rule's own `retry`
     # (a GPU "busy or unavailable" is the node's state; an "invalid device ordinal" is the job's config).
     retry: Retry | None = None
+    # Evidence that names the cause only when nothing else in the log does: a bare exit status (`Killed`,
+    # torchrun's `exitcode: -6`) is how a job ended, and any other cause found explains it. An incident
+    # whose every record is such evidence folds under any other named cause.
+    weak: bool = False
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
     # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
     _inferred_from: tuple[str, ...] = PrivateAttr(default=())
