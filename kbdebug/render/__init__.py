@@ -21,6 +21,13 @@ from kbdebug.render.evidence import evidence, split_highlight
 from kbdebug.render.tensors import tensor_rows
 
 FORMATS = ("text", "markdown", "json", "html")
+# What rerunning does, said once at the top of every guide (rule-ids.md's `retry`), in one place for all formats.
+RETRY_LINES = {
+    "no": "Rerun: no — a bug in code or data fails the same way again.",
+    "smaller": "Rerun: with less — out of a resource: rerun with less memory, batch, workers or shm, or on a larger machine.",
+    "yes": "Rerun: yes — the infrastructure failed, not the job: rerun as is, preferably on another node.",
+    "after-install": "Rerun: after fixing the environment — install or rebuild what is missing, then rerun.",
+}
 SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
 
 
@@ -133,7 +140,9 @@ def fill_incident(inc: Incident, rule: Rule) -> None:
     inc.guide = {key: fill_text(getattr(rule.guide, key), ctx) for key, _ in SECTIONS}
     inc.commands = [fill_text(c, ctx) for c in rule.commands]
     inc.references = list(rule.references)
-    inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)
+    inc.retry = inc.facts.get("retry") if inc.facts.get("retry") in RETRY_LINES else None
+    head = [RETRY_LINES[inc.retry]] if inc.retry else []
+    inc.fix = "\n\n".join([*head, *(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)])
 
 
 # The version of the JSON contract (docs/json.md): raised when a key changes meaning or goes away,
@@ -164,6 +173,7 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
     return template.render(
         diags=diags,
         sections=SECTIONS,
+        retry_lines=RETRY_LINES,
         s=style,
         fact_rows=_fact_rows,
         evidence=evidence,
