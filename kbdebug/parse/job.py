@@ -11,7 +11,7 @@ from lark import Token
 
 from kbdebug.normalise import Line
 from kbdebug.parse.common import State, read_at
-from kbdebug.parse.derive import anchors, may_hold
+from kbdebug.parse.derive import may_hold, parse_in
 from kbdebug.parse.fields import Fields, FieldTransformer
 from kbdebug.parse.grammar import parse
 from kbdebug.records import JobEvent, ProcessExit
@@ -32,11 +32,10 @@ _SOURCES: dict[str, tuple[str, str | None]] = {
     "worker_fault": ("dataloader", None),
     "launcher_signal": ("launcher", None),
 }
-_SHELL = "shell_death"  # a shell's report is the whole line: `Killed` inside other text is a word, not a death
 
 
 class JobTree(FieldTransformer):
-    """job.lark's tree to a record's fields: a signal's description (`Bus error`) becomes its name."""
+    """job.lark's (and shell.lark's) tree to a record's fields: a signal's description (`Bus error`) becomes its name."""
 
     grammar = "job"
 
@@ -56,29 +55,30 @@ class JobTree(FieldTransformer):
         return {"reason": "Out Of Memory"}
 
 
+class ShellTree(JobTree):
+    grammar = "shell"
+
+
 class JobReader(State):
     def job_line(self, line: Line) -> None:
-        """Read the line as a whole, else from where one of job.lark's line kinds may start in it."""
+        """A shell's report as the whole line; else a job.lark line kind from wherever one may start in it."""
         text = line.text.strip()
+        if may_hold("shell", text) and (tree := parse("shell", text)) is not None:
+            fields = ShellTree().read(tree)
+            fields.pop("template")
+            self.out.append(ProcessExit(**read_at(line), reporter="shell", exit_code=exit_status(fields.get("signal")), **fields))
+            return
         if not may_hold("job", text):
             return
-        for start in dict.fromkeys([0, *anchors("job").starts(text)]):
-            tree = parse("job", text[start:])
-            if tree is None:
-                continue
-            fields = JobTree().read(tree)
-            if fields["template"] == _SHELL and start > 0:
-                continue
-            self.out.append(_record(line, text[start:], fields))
-            return
+        tree = parse_in("job", text)
+        if tree is not None:
+            self.out.append(_record(line, text, JobTree().read(tree)))
 
 
 def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
     kind: str = fields.pop("template")
     at: dict[str, Any] = read_at(line)
     signal = fields.get("signal")
-    if kind == _SHELL:
-        return ProcessExit(**at, reporter="shell", exit_code=exit_status(signal), **fields)
     if kind == "launcher_failed":
         code = fields["exitcode"]
         return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal_of_status(code), pid=fields.get("pid"))
