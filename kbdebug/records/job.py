@@ -108,6 +108,4 @@ class JobEvent(Record):
         f["job_event"] = self.event
         if self.text:
             f["event_text"] = self.text
-        if self.signal and (status := exit_status(self.signal)) is not None:
-            f.setdefault("exit_code", status)
         return f
