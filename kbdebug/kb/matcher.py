@@ -270,7 +270,7 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[s
                 for i in incidents
                 if i.rule != inc.rule
                 and i.rule not in folded
-                and i.rule not in weak
+                and (i.rule not in weak or kb.tagged(inc.rule, "fallback"))  # the catch-all's weak evidence joins any cause
                 and (inc.rule in weak or "*" not in getattr(kb.get(i.rule), "consequence_of", []))
                 and not kb.tagged(i.rule, "fallback")
             ]
