@@ -5,7 +5,7 @@ reports it); everything else a JobEvent named after its line kind."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from lark import Token
 
@@ -18,7 +18,8 @@ from kbdebug.records import JobEvent, ProcessExit
 from kbdebug.records.job import exit_status, signal_of_status, signal_of_text
 
 # Who prints each line kind, and the signal it implies where the line names none
-_SOURCES: dict[str, tuple[str, str | None]] = {
+Source = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher"]
+_SOURCES: dict[str, tuple[Source, str | None]] = {
     "oom_killed_process": ("kernel", "SIGKILL"),
     "oom_kill": ("kernel", "SIGKILL"),
     "xid_report": ("kernel", None),
@@ -83,8 +84,8 @@ def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
         code = fields["exitcode"]
         return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal_of_status(code), pid=fields.get("pid"))
     if kind == "srun_task" and fields.get("reason") is None:
-        keep = {k: fields[k] for k in ("signal", "core_dumped") if k in fields}
-        return ProcessExit(**at, reporter="scheduler", exit_code=exit_status(signal), **keep)
+        core = bool(fields.get("core_dumped"))
+        return ProcessExit(**at, reporter="scheduler", exit_code=exit_status(signal), signal=signal, core_dumped=core)
     source, implied = _SOURCES[kind]
     event = "srun_oom" if kind == "srun_task" else kind
     keep = {k: v for k, v in fields.items() if k in JobEvent.model_fields and k != "text"}
