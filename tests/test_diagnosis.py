@@ -63,7 +63,7 @@ RULE_FIXTURES = {
     "native_crash": "step 12 loss 4.1\nSegmentation fault (core dumped)\n",
     "import_failure": TB + "ModuleNotFoundError: No module named 'apex'\n",
     "checkpoint_unreadable": TB + "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory\n",
-    "state_dict_mismatch": TB + "RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: \"fc.weight\".\n",
+    "state_dict_mismatch": TB + 'RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: "fc.weight".\n',
     "disk_full": TB + "OSError: [Errno 28] No space left on device\n",
     "file_not_found": TB + "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'\n",
     "permission_denied": TB + "PermissionError: [Errno 13] Permission denied: '/ckpt/last.pt'\n",
