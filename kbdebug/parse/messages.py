@@ -117,6 +117,11 @@ class MessageReader(State):
                 self.arch.supported_archs = values["supported_archs"]
                 self.arch.last_line = line.no
             return True
+        if name == "caught_in_worker":  # a wrapper's note, not an error: the worker is a fact of the exception it wraps
+            worker = values.get("worker")
+            if self.exc is not None and isinstance(worker, int):
+                self.exc.worker = worker
+            return True
         if name == "index_oob" and (op := self._calling_op(_INDEX_OPS)):
             values["op"] = op
         body = text[: len(text) - len(rest)] if rest else text

@@ -12,7 +12,7 @@ from kbdebug.parse.common import State, read_at
 from kbdebug.parse.derive import may_hold
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
 from kbdebug.parse.grammar import parse
-from kbdebug.records import Frame, PyException, Record
+from kbdebug.records import Frame, PyException
 
 MAX_MESSAGE_LINES = 30
 _CARETS = frozenset("^~ ")
@@ -135,7 +135,7 @@ class TracebackReader(State):
             _complete_cut_message(self.exc)
             self._reread_message(self.exc)
             if self.wrapper_at is not None:  # put the original exception before its wrapper: its facts win
-                self.exc.worker = _worker_of(self.out, self.out[self.wrapper_at].first_line)
+                self.exc.worker = getattr(self.out[self.wrapper_at], "worker", None)
                 self.out.insert(self.wrapper_at, self.exc)
                 self.wrapper_at = None
             else:
@@ -158,17 +158,6 @@ class TracebackReader(State):
                 self.messages(line, folded)
             if len(self.out) > before:
                 return
-
-
-def _worker_of(out: list[Record], line_no: int) -> int | None:
-    """The DataLoader worker a wrapper exception names (`Caught X in DataLoader worker process N`), read by
-    messages.lark from the wrapper's own line."""
-    for rec in reversed(out):
-        values = getattr(rec, "values", None)
-        if rec.first_line == line_no and getattr(rec, "template", None) == "caught_in_worker" and values:
-            worker = values.get("worker")
-            return worker if isinstance(worker, int) else None
-    return None
 
 
 _STRING = re.compile(r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")  # no f-strings: their text is not the message
