@@ -114,6 +114,35 @@ def test_macro_f1_counts_a_miss_and_a_false_alarm() -> None:
     assert macro_f1([("a", "a"), ("b", "a")]) == pytest.approx((2 / 3 + 0) / 2)
 
 
+def rank_prefixed(text: str) -> str:
+    return "".join(f"[rank3]: {line}\n" for line in text.splitlines())
+
+
+def time_stamped(text: str) -> str:
+    return "".join(f"2024-05-06 11:02:{i % 60:02d},{i:03d} {line}\n" for i, line in enumerate(text.splitlines()))
+
+
+def wrapped(text: str, width: int = 80) -> str:
+    """A terminal's hard wrap: every long line cut into pieces of `width` characters."""
+    out = []
+    for line in text.splitlines():
+        out += [line[i : i + width] for i in range(0, max(len(line), 1), width)]
+    return "\n".join(out) + "\n"
+
+
+DAMAGE = {"rank_prefixed": rank_prefixed, "time_stamped": time_stamped, "wrapped": wrapped}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_pastes_keep_their_cause(damage: str) -> None:
+    pairs = []
+    for name, rule in CASES.items():
+        root = diagnose_text(DAMAGE[damage]((HERE / name).read_text(encoding="utf-8"))).root
+        pairs.append((rule, root.rule if root is not None else None))
+    assert [(name, got) for (name, (want, got)) in zip(CASES, pairs, strict=True) if got != want] == []
+    assert macro_f1(pairs) == 1.0
+
+
 # -- facts ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("name", "facts"),
