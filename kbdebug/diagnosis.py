@@ -56,6 +56,8 @@ class Incident(BaseModel):
     checks: list[str] = []
     commands: list[str] = []
     fix: str = ""
+    # What rerunning does (rule-ids.md: no, smaller, yes, after-install), set on a root incident's guide
+    retry: str | None = None
     guide: dict[str, str] = {}
     consequences: list[Consequence] = []
     first_failure: FirstFailure | None = None  # when the log is time-stamped

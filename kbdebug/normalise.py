@@ -87,6 +87,9 @@ _BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 _RECORD_START = re.compile(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
     r"|\w+(?:\.\w+)*(?:Error|Exception|Warning):)|.*Traceback \(most recent call last\)"
+    # a shell's whole line for the job it lost, never the end of a wrapped line: it follows progress bars
+    # redrawn at one width (tqdm), which would otherwise read as a wrap
+    r"|^(?:Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"
 )
 _RULE_LINE = re.compile(r"^[-=_*#~\s]+$")
 

@@ -44,6 +44,8 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     "scores_tensor": "the floating tensor of rank >= 2 on the failing line (the scores)",
     "num_classes": "the class count: the call's literal setting, or the scores' dim 1",
     "call_settings": "the literal keyword arguments on the failing line",
+    "launcher": "the launcher the log shows the job ran under (`torchrun`)",
+    "launch": "the command the run was launched with, for commands that rerun it",
     "label_name": "the label's name on the failing line (by how code names labels)",
     "pred_name": "the prediction's name on the failing line",
     "dtype_found": "the dtype that clashed, as torch names it (`float64`)",

@@ -178,6 +178,65 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "[3, 200, 300] at entry 1\n",
         ["entry 0 is [3, 224, 224] and entry 1 is [3, 200, 300]", "dim 1 2 differ", "transforms.Resize"],
     ),
+    # the job, not the kernel
+    "host_oom": (
+        TB + "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 37.3 GiB for an array with shape (1222000, 4096)\n",
+        ["while allocating 37.3 GiB", *WHERE],
+    ),
+    "oom_killed": (
+        "[Mon May  6 11:02:17 2024] Out of memory: Killed process 48211 (python) total-vm:98123456kB\n",
+        ["process python (pid 48211)", "by the kernel's OOM killer", "SIGKILL", "num_workers"],
+    ),
+    "dataloader_shm_exhausted": (
+        TB
+        + "RuntimeError: DataLoader worker (pid 2213) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory.\n",
+        ["DataLoader worker (pid 2213) died of SIGBUS", "--shm-size", "/dev/shm"],
+    ),
+    "dataloader_worker_crashed": (
+        TB + "RuntimeError: DataLoader worker (pid(s) 2213, 2214) exited unexpectedly\n",
+        ["DataLoader worker(s) 2213, 2214 exited unexpectedly", "num_workers=0", "/srv/exp/seg_train.py:217"],
+    ),
+    "native_crash": (
+        "step 12 loss 4.1\n./run.sh: line 3: 4242 Segmentation fault      (core dumped) python seg_train.py\n",
+        ["with SIGSEGV (exit 139)", "PYTHONFAULTHANDLER=1"],
+    ),
+    "import_failure": (
+        TB.replace("loss = criterion(pred, mask)", "import apex") + "ModuleNotFoundError: No module named 'apex'\n",
+        ["Python cannot import `apex`", 'python -c "import apex"', "import apex"],
+    ),
+    "checkpoint_unreadable": (
+        TB + "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory\n",
+        ["truncated or corrupt", "failed finding central directory", *WHERE],
+    ),
+    "state_dict_mismatch": (
+        TB + "RuntimeError: Error(s) in loading state_dict for SegNet:\n\tsize mismatch for head.weight: copying a param with shape "
+        "torch.Size([21, 64, 1, 1]) from checkpoint, the shape in current model is torch.Size([9, 64, 1, 1]).\n",
+        ["`SegNet`", "`head.weight` is [21, 64, 1, 1] in the checkpoint and [9, 64, 1, 1] in the model", 'state.pop("head.weight")'],
+    ),
+    "disk_full": (
+        TB + "OSError: [Errno 28] No space left on device: '/scratch/run7/ckpt_12.pt'\n",
+        ["`/scratch/run7/ckpt_12.pt`", "the disk is full", "df -h /scratch/run7/ckpt_12.pt"],
+    ),
+    "file_not_found": (
+        TB + "FileNotFoundError: [Errno 2] No such file or directory: 'data/masks/0042.png'\n",
+        ["`data/masks/0042.png` does not exist", "is relative", "ls -l data/masks/0042.png", *WHERE],
+    ),
+    "permission_denied": (
+        TB + "PermissionError: [Errno 13] Permission denied: '/ckpt/last.pt'\n",
+        ["The job may not open `/ckpt/last.pt`", "ls -ld /ckpt/last.pt", *WHERE],
+    ),
+    "zero_division": (
+        TB.replace("loss = criterion(pred, mask)", "dice = inter / len(val_loader)") + "ZeroDivisionError: division by zero\n",
+        ["(`division by zero`)", "dice = inter / len(val_loader)", "drop_last"],
+    ),
+    "job_terminated": (
+        "slurmstepd: error: *** JOB 7781234 ON gpu-node-07 CANCELLED AT 2024-05-06T11:02:17 DUE TO PREEMPTION ***\n",
+        ["Slurm cancelled job 7781234 on gpu-node-07 due to preemption", "sacct -j 7781234", "--requeue"],
+    ),
+    "gpu_hardware_fault": (
+        "[ 8812.22] NVRM: Xid (PCI:0000:3b:00): 79, pid=48211, name=python, GPU has fallen off the bus.\n",
+        ["Xid 79 on the GPU at PCI:0000:3b:00", "fallen off the bus", "--exclude=NODE"],
+    ),
 }
 
 UNFILLED = re.compile(r"``|` `|\bat :|\bNone\b|\{\{|\{%|\s\(\s*\)|\s\[\s*\]|\bin block ,|\bfor dimension  ")

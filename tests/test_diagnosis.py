@@ -69,6 +69,20 @@ RULE_FIXTURES = {
     "no_grad_fn": TB + "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn\n",
     "collate_size_mismatch": TB + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at "
     "entry 0 and [3, 200, 300] at entry 1\n",
+    "host_oom": TB + "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes.\n",
+    "oom_killed": "[Mon May  6 11:02:17 2024] Out of memory: Killed process 48211 (python) total-vm:98123456kB\n",
+    "dataloader_shm_exhausted": TB + "RuntimeError: DataLoader worker (pid 2213) is killed by signal: Bus error.\n",
+    "dataloader_worker_crashed": TB + "RuntimeError: DataLoader worker (pid(s) 2213) exited unexpectedly\n",
+    "native_crash": "step 12 loss 4.1\nSegmentation fault (core dumped)\n",
+    "import_failure": TB + "ModuleNotFoundError: No module named 'apex'\n",
+    "checkpoint_unreadable": TB + "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory\n",
+    "state_dict_mismatch": TB + 'RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: "fc.weight".\n',
+    "disk_full": TB + "OSError: [Errno 28] No space left on device\n",
+    "file_not_found": TB + "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'\n",
+    "permission_denied": TB + "PermissionError: [Errno 13] Permission denied: '/ckpt/last.pt'\n",
+    "zero_division": TB + "ZeroDivisionError: division by zero\n",
+    "job_terminated": "slurmstepd: error: *** JOB 42 ON n1 CANCELLED AT 2024-05-06T11:02:17 DUE TO TIME LIMIT ***\n",
+    "gpu_hardware_fault": "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus.\n",
 }
 
 
@@ -178,15 +192,15 @@ def test_broken_user_rule_file_is_skipped_and_named(tmp_path: Path, capsys: pyte
 
 def test_user_rule_directory_adds_and_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "mine.toml").write_text(
-        'id = "dataloader_worker_died"\ntitle = "DataLoader worker died"\npriority = 60\n'
-        '[[match]]\nkind = "exception"\nfields = { message = "DataLoader worker .* exited unexpectedly" }\n'
-        '[guide]\nwhat = "worker died: {{ error_message }}"\nwhy = "shared memory too small"\nconfirm = "run with num_workers=0"\nfix = "raise --shm-size"\n'
+        'id = "batch_key_missing"\ntitle = "a batch lacks a key"\npriority = 60\n'
+        '[[match]]\nkind = "exception"\nfields = { exc_type = "KeyError", message = "image|label" }\n'
+        '[guide]\nwhat = "the batch has no {{ error_message }}"\nwhy = "the dataset returns other keys"\nconfirm = "print batch.keys()"\nfix = "rename the key"\n'
     )
-    log = TB + "RuntimeError: DataLoader worker (pid(s) 123) exited unexpectedly\n"
+    log = TB + "KeyError: 'image'\n"
     assert diagnose_text(log).root.rule == "other"
-    assert diagnose_text(log, kb_dirs=[tmp_path]).root.rule == "dataloader_worker_died"
+    assert diagnose_text(log, kb_dirs=[tmp_path]).root.rule == "batch_key_missing"
     monkeypatch.setenv("KBDEBUG_KNOWLEDGE", str(tmp_path))
-    assert diagnose_text(log).root.rule == "dataloader_worker_died"
+    assert diagnose_text(log).root.rule == "batch_key_missing"
 
 
 def test_edited_rule_is_seen_at_once_through_the_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,18 +208,18 @@ def test_edited_rule_is_seen_at_once_through_the_caches(tmp_path: Path, monkeypa
     rules = tmp_path / "rules"
     rules.mkdir()
     rule = (
-        'id = "dataloader_worker_died"\ntitle = "TITLE"\npriority = 60\n[[match]]\nkind = "exception"\n'
-        'fields = { message = "exited unexpectedly" }\n[guide]\nwhat = "WHAT {{ error_type }}"\nwhy = "shared memory"\n'
-        'confirm = "num_workers=0 runs"\nfix = "raise --shm-size"\n'
+        'id = "batch_key_missing"\ntitle = "TITLE"\npriority = 60\n[[match]]\nkind = "exception"\n'
+        'fields = { exc_type = "KeyError" }\n[guide]\nwhat = "WHAT {{ error_type }}"\nwhy = "other keys"\n'
+        'confirm = "print batch.keys()"\nfix = "rename the key"\n'
     )
     (rules / "mine.toml").write_text(rule)
-    log = TB + "RuntimeError: DataLoader worker (pid(s) 123) exited unexpectedly\n"
+    log = TB + "KeyError: 'image'\n"
     first = diagnose_text(log, kb_dirs=[rules]).root
-    assert (first.title, first.guide["what"]) == ("TITLE", "WHAT RuntimeError")
+    assert (first.title, first.guide["what"]) == ("TITLE", "WHAT KeyError")
     assert list((tmp_path / "cache").glob("knowledge-*.pickle"))
     (rules / "mine.toml").write_text(rule.replace("TITLE", "NEW TITLE").replace("WHAT {{", "NEW WHAT {{"))
     second = diagnose_text(log, kb_dirs=[rules]).root
-    assert (second.title, second.guide["what"]) == ("NEW TITLE", "NEW WHAT RuntimeError")
+    assert (second.title, second.guide["what"]) == ("NEW TITLE", "NEW WHAT KeyError")
     monkeypatch.setenv("KBDEBUG_NO_CACHE", "1")
     assert diagnose_text(log, kb_dirs=[rules]).root.title == "NEW TITLE"
 

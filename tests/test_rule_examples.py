@@ -109,7 +109,7 @@ def test_user_rule_examples_pass_in_the_kb_they_are_loaded_with(tmp_path: Path) 
 def test_user_rule_examples_fail_without_their_rule_directory(tmp_path: Path) -> None:
     rule = _user_rule(tmp_path, "")
     assert check_examples(rule) == [
-        "flash_attn_missing: positive example 1 (\"ModuleNotFoundError: No module named 'flash_attn'\") is diagnosed as other"
+        "flash_attn_missing: positive example 1 (\"ModuleNotFoundError: No module named 'flash_attn'\") is diagnosed as import_failure"
     ]
 
 

@@ -23,7 +23,7 @@ from kbdebug._resources import data_dir
 from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.kb.loader import KnowledgeBase
-from kbdebug.kb.model import Rule
+from kbdebug.kb.model import RETRY_LINES, Rule
 
 
 class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
@@ -164,4 +164,6 @@ def fill_incident(inc: Incident, rule: Rule) -> None:
     inc.guide = {key: fill_text(getattr(rule.guide, key), ctx, markdown=True) for key, _ in SECTIONS}
     inc.commands = [fill_text(c, ctx) for c in rule.commands]
     inc.references = list(rule.references)
-    inc.fix = "\n\n".join(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)
+    inc.retry = inc.facts.get("retry") if inc.facts.get("retry") in RETRY_LINES else None
+    head = [RETRY_LINES[inc.retry]] if inc.retry else []
+    inc.fix = "\n\n".join([*head, *(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)])

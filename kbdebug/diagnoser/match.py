@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from functools import cache
 from typing import Any
 
@@ -152,6 +152,7 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
 def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-") -> Diagnosis:
     incidents: dict[str, Incident] = {}
     captures: dict[str, dict[str, str]] = {}
+    strong: set[str] = set()  # incidents with evidence of their own, not only a weak match
     found_all = [best_rule(rec, kb) for rec in records]
     templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
@@ -167,6 +168,8 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
         inc.records.append(rec)
+        if not m.weak:
+            strong.add(rule.id)
         captures.setdefault(rule.id, {}).update(captured(m, rec))
         if m.inferred_from:
             inc.facts.setdefault("inferred_from", m.inferred_from)
@@ -186,7 +189,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
                     inc.facts.setdefault(key, val)
         for key, val in captures.get(inc.rule, {}).items():
             inc.facts.setdefault(key, val)
-    roots = _fold_consequences(list(incidents.values()), kb)
+    roots = _fold_consequences(list(incidents.values()), kb, {i for i in incidents if i not in strong})
     # device evidence first (it is the cause of what follows); the catch-all only after every named cause
     # a warning, or an exception another was raised while handling, is never the root of a later error's incident
     roots.sort(
@@ -293,21 +296,23 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
                 found[j] = found[i]
 
 
-def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase) -> list[Incident]:
-    """An incident whose rule lists a present cause in `consequence_of` is folded into it."""
+def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[str] = frozenset()) -> list[Incident]:
+    """An incident whose rule lists a present cause in `consequence_of` is folded into it; one found only
+    by weak evidence (`weak`: a bare exit status) folds under any other named cause, and is no cause itself."""
     by_id = {i.rule: i for i in incidents}
     folded: set[str] = set()
     for inc in sorted(incidents, key=lambda i: i.first_line):
         rule = kb.get(inc.rule)
         assert rule is not None
-        causes = [by_id[c] for c in rule.consequence_of if c in by_id and c != inc.rule and c not in folded]
-        if "*" in rule.consequence_of:  # any named cause; the catch-all names none
+        causes = [by_id[c] for c in rule.consequence_of if c in by_id and c != inc.rule and c not in folded and c not in weak]
+        if "*" in rule.consequence_of or inc.rule in weak:  # any named cause; the catch-all names none
             causes += [
                 i
                 for i in incidents
                 if i.rule != inc.rule
                 and i.rule not in folded
-                and "*" not in getattr(kb.get(i.rule), "consequence_of", [])
+                and (i.rule not in weak or kb.tagged(inc.rule, "fallback"))  # the catch-all's weak evidence joins any cause
+                and (inc.rule in weak or "*" not in getattr(kb.get(i.rule), "consequence_of", []))
                 and not kb.tagged(i.rule, "fallback")
             ]
         if not causes:

@@ -68,8 +68,16 @@ def _site(facts: dict[str, Any]) -> str:
     etype = str(facts.get("error_type") or "")
     if etype:
         return f"{etype}: {normalise_message(str(facts.get('error_message') or ''))}"
-    # no exception type: the CUDA error or collective event names it before any message read without a type
-    message = facts.get("cuda_error") or facts.get("nccl_event") or facts.get("error_message") or ""
+    # no exception type: the CUDA error, collective event or job-level event (an OOM kill, an Xid, a time
+    # limit; else the signal the process died of) names it before any message read without a type
+    message = (
+        facts.get("cuda_error")
+        or facts.get("nccl_event")
+        or facts.get("error_message")
+        or " ".join(str(facts[k]) for k in ("job_event", "xid", "reason") if facts.get(k) is not None)
+        or facts.get("signal")
+        or ""
+    )
     return normalise_message(str(message))
 
 

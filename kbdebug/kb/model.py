@@ -27,6 +27,7 @@ RecordKind = Literal[
     "message",
     "arch_warning",
     "process_exit",
+    "job_event",
 ]
 
 
@@ -35,6 +36,13 @@ RecordKind = Literal[
 # infrastructure failed, rerun as is (preferably elsewhere); "after-install" the environment is broken.
 Retry = Literal["no", "smaller", "yes", "after-install"]
 RETRY_VALUES: tuple[str, ...] = ("no", "smaller", "yes", "after-install")
+# ... said once at the top of every guide, in one place for all formats (and the joined `fix` text).
+RETRY_LINES = {
+    "no": "Rerun: no — a bug in code or data fails the same way again.",
+    "smaller": "Rerun: with less — out of a resource: rerun with less memory, batch, workers or shm, or on a larger machine.",
+    "yes": "Rerun: yes — the infrastructure failed, not the job: rerun as is, preferably on another node.",
+    "after-install": "Rerun: after fixing the environment — install or rebuild what is missing, then rerun.",
+}
 
 
 class Match(BaseModel):
@@ -57,6 +65,10 @@ class Match(BaseModel):
     # What rerunning does when this match is the evidence, where it differs from the rule's own `retry`
     # (a GPU "busy or unavailable" is the node's state; an "invalid device ordinal" is the job's config).
     retry: Retry | None = None
+    # Evidence that names the cause only when nothing else in the log does: a bare exit status (`Killed`,
+    # torchrun's `exitcode: -6`) is how a job ended, and any other cause found explains it. An incident
+    # whose every record is such evidence folds under any other named cause.
+    weak: bool = False
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
     # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
     _inferred_from: tuple[str, ...] = PrivateAttr(default=())

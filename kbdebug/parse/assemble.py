@@ -11,6 +11,7 @@ from kbdebug.parse.cuda import CudaReader
 from kbdebug.parse.derive import anchors, line_start, may_hold, own_line
 from kbdebug.parse.distributed import DistributedReader
 from kbdebug.parse.grammar import GRAMMARS, parse
+from kbdebug.parse.job import JobReader
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
 from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader, raised_literal
@@ -20,7 +21,7 @@ FALLBACK_LINES = 3
 WARNING_MESSAGE_LINES = 1  # lines read as a bare message when nothing in a region is recognised
 
 
-class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, MessageReader, SanitizerReader):
+class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, MessageReader, SanitizerReader, JobReader):
     """Walks the lines of a region once, keeping the state of the record being built."""
 
     def __init__(self, frames: list[Frame] | None = None) -> None:
@@ -48,6 +49,8 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         self.expect_code = False  # a plain `File "...", line N` frame was just read: its source line follows
         self.free_code: str | None = None  # an indented line read outside any traceback: maybe the failing source line
         self.plain_frames = False  # the frames read so far are Python's plain ones (not IPython's with context lines)
+        self.fatal: PyException | None = None  # the last `Fatal Python error`, whose thread dump follows it
+        self.dump_thread: str | None = None  # inside a fatal-error dump: "current" (the error's frames) or "other"
 
     def run(self, lines: list[Line]) -> list[Record]:
         for line in (piece for whole in lines for piece in unglue(whole)):
@@ -127,6 +130,7 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             self.distributed(line)
         if self.elastic_table or anchors("elastic", "table_head").starts(text, 1):
             self.elastic_line(line)
+        self.job_line(line)
         self.messages(line, text)
 
     def _message_limit(self) -> int:

@@ -50,6 +50,8 @@ class State:
     expect_code: bool
     free_code: str | None
     plain_frames: bool
+    fatal: PyException | None
+    dump_thread: str | None
 
     if TYPE_CHECKING:  # the readers call each other through the Assembler that combines them
 

@@ -19,7 +19,19 @@ from lark.exceptions import LarkError
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 
-GRAMMARS = ("kernel_assert", "traceback", "cuda_error", "sanitizer", "sanitizer_location", "oom", "distributed", "elastic", "messages")
+GRAMMARS = (
+    "kernel_assert",
+    "traceback",
+    "cuda_error",
+    "sanitizer",
+    "sanitizer_location",
+    "oom",
+    "distributed",
+    "elastic",
+    "messages",
+    "job",
+    "shell",
+)
 
 
 def _dumps(obj: Lark) -> bytes:

@@ -14,6 +14,7 @@ from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
 from kbdebug.parse.grammar import parse
 from kbdebug.records import ArchWarning, TorchMessage
+from kbdebug.records.job import signal_of_text
 from kbdebug.shapes import flattened_classes
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
@@ -120,8 +121,10 @@ def _inplace(out: Fields) -> Fields:
     return derived
 
 
-# Values a template implies rather than names: anomaly mode names the backward function, which is the op.
+# Values a template implies rather than names: anomaly mode names the backward function, which is the op;
+# a DataLoader names its worker's signal by strsignal's text (`Bus error`), a fact names it as `SIGBUS`.
 _DERIVED = {
+    "worker_killed": lambda out: {"signal": signal_of_text(str(out["values"].get("signal_text", "")))},
     "batch_size": _flattened,
     "view_size": _view_numel,
     "inplace_version": _inplace,
@@ -152,6 +155,11 @@ class MessageReader(State):
             if self.arch is not None:
                 self.arch.supported_archs = values["supported_archs"]
                 self.arch.last_line = line.no
+            return True
+        if name == "caught_in_worker":  # a wrapper's note, not an error: the worker is a fact of the exception it wraps
+            worker = values.get("worker")
+            if self.exc is not None and isinstance(worker, int):
+                self.exc.worker = worker
             return True
         if name == "index_oob" and (op := self._calling_op(_INDEX_OPS)):
             values["op"] = op

@@ -54,6 +54,8 @@ class TracebackReader(State):
             return False
         f = TracebackTree().read(tree)
         kind = f.pop("template")
+        if self._fatal_dump(line, kind, f):
+            return True
         if kind in ("header", *_FRAMES) and not self.frames:
             self.tb_start = line.no
         if kind == "header":
@@ -95,6 +97,30 @@ class TracebackReader(State):
             self._start_exc(line, exc_type, msg)
         return True
 
+    def _fatal_dump(self, line: Line, kind: str, f: Fields) -> bool:
+        """Python's fatal-error dump: `Fatal Python error: MSG` is the error, and the frames of the thread
+        it names current (printed innermost first, after it) are its traceback. Another thread's frames
+        are not the error's; any other traceback line ends the dump."""
+        if kind == "fatal":
+            self._close_exc()
+            self.frames, self.header, self.chain = [], False, None
+            self.fatal = PyException(**read_at(line), exc_type="Fatal Python error", message=f.get("message", ""))
+            self.out.append(self.fatal)
+            self.dump_thread = None
+            return True
+        if kind == "thread":
+            self._close_exc()
+            self.frames = []
+            self.dump_thread = "current" if line.text.strip().startswith("Current") and self.fatal is not None else "other"
+            return True
+        if kind in _FRAMES and self.dump_thread is not None:
+            if self.dump_thread == "current" and self.fatal is not None:
+                self.fatal.frames.insert(0, Frame(file=f.get("file", ""), line=f.get("line"), function=f.get("function")))
+                self.fatal.last_line = line.no
+            return True
+        self.dump_thread = None
+        return False
+
     def _start_exc(self, line: Line, exc_type: str, msg: str) -> None:
         if not self.frames and self.free_code:  # only the failing source line was pasted above the error
             self.frames = [Frame(file="<unknown>", code=self.free_code)]
@@ -121,6 +147,7 @@ class TracebackReader(State):
             _complete_cut_message(self.exc)
             self._reread_message(self.exc)
             if self.wrapper_at is not None:  # put the original exception before its wrapper: its facts win
+                self.exc.worker = getattr(self.out[self.wrapper_at], "worker", None)
                 self.out.insert(self.wrapper_at, self.exc)
                 self.wrapper_at = None
             else:

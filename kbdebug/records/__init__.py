@@ -17,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kbdebug.frames import basename, is_library_path
 from kbdebug.records.base import Record, Triple
-from kbdebug.records.job import ProcessExit
+from kbdebug.records.job import JobEvent, ProcessExit, signal_of_status
 from kbdebug.shapes import SHAPE_FACTS, relation, shape_facts, shapes_in
 from kbdebug.stamps import parse_stamp
 from kbdebug.values import size_bytes
 
-__all__ = ["ProcessExit", "Record", "Triple"]
+__all__ = ["JobEvent", "ProcessExit", "Record", "Triple"]
 
 
 class KernelAssert(Record):
@@ -95,6 +95,7 @@ class PyException(Record):
         "raised_at",
         "raised_code",
         "shapes",
+        "worker",
         *SHAPE_FACTS,
     )
     exc_type: str
@@ -107,6 +108,8 @@ class PyException(Record):
     # ... and which of them is the label and which the prediction, when the code's names say so
     frame_target_shape: list[int] | None = None
     frame_input_shape: list[int] | None = None
+    # Raised in DataLoader worker N and re-raised in the main process (`Caught X in DataLoader worker process N`)
+    worker: int | None = None
 
     @property
     def folded_message(self) -> str:
@@ -174,6 +177,8 @@ class PyException(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | {"error_message": self.message.split("\n")[0].strip()}
+        if self.worker is not None:
+            f["worker"] = self.worker
         if self.exc_type:  # a message pasted without its `Type: ` has none
             f["error_type"] = self.exc_type
         user = self.user_frame
@@ -433,13 +438,14 @@ class ElasticFailure(Record):
     """One row of torch.distributed.elastic's `Root Cause` / `Other Failures` table."""
 
     kind: Literal["elastic_failure"] = "elastic_failure"
-    FACTS = ("local_rank", "exitcode", "host", "time")
+    FACTS = ("local_rank", "exitcode", "host", "time", "exit_code", "signal")
     root: bool
     failed_rank: int | None = None
     local_rank: int | None = None
     exitcode: int | None = None
     host: str | None = None
     error_file: str | None = None
+    signal: str | None = None  # `traceback : Signal 9 (SIGKILL) received by PID 1234`
     # the table's `time : 2025-03-01_10:00:00` is set after the record is made: read it as a stamp then too
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -453,6 +459,10 @@ class ElasticFailure(Record):
 
     def facts(self) -> dict[str, Any]:
         f = super().facts() | self._fields("local_rank", "exitcode", "host")
+        if self.exitcode is not None:  # torchrun's -9 is the worker's signal; a positive code its own exit
+            f["exit_code"] = self.exitcode
+            if (signal := self.signal or signal_of_status(self.exitcode)) is not None:
+                f["signal"] = signal
         if self.time is not None:
             f["time"] = self.time.text
         if self.failed_rank is not None:
@@ -478,6 +488,7 @@ class TorchMessage(Record):
         "view_infers",
         "inplace_writes",
         "last_op",
+        "signal",
     )
     FACTS_FROM_GRAMMAR = "messages"
     template: str
@@ -532,6 +543,7 @@ AnyRecord = Annotated[
     | ElasticFailure
     | TorchMessage
     | ArchWarning
-    | ProcessExit,
+    | ProcessExit
+    | JobEvent,
     Field(discriminator="kind"),
 ]

@@ -32,12 +32,83 @@ class ProcessExit(Record):
     reporter: Literal["shell", "launcher", "scheduler", "status"] = "shell"
     core_dumped: bool = False
     pid: int | None = None
-    FIELD_FACTS = ("signal", "exit_code", "pid")
+    command: str | None = None  # what the shell ran (`python train.py`), when it says
+    FIELD_FACTS = ("signal", "exit_code", "pid", "command")
+    FACTS = ("exit_reporter",)
 
     def facts(self) -> dict[str, Any]:
-        return super().facts() | self._fields(*self.FIELD_FACTS)
+        return super().facts() | self._fields(*self.FIELD_FACTS) | {"exit_reporter": self.reporter}
+
+
+# strsignal()'s description of each signal: what a shell prints for a job it lost (`Killed`, `Segmentation
+# fault (core dumped)`) and what a DataLoader says of its worker (`killed by signal: Bus error`).
+SIGNAL_TEXTS: dict[str, str] = {
+    "hangup": "SIGHUP",
+    "interrupt": "SIGINT",
+    "illegal instruction": "SIGILL",
+    "aborted": "SIGABRT",
+    "abort": "SIGABRT",
+    "bus error": "SIGBUS",
+    "floating point exception": "SIGFPE",
+    "killed": "SIGKILL",
+    "segmentation fault": "SIGSEGV",
+    "broken pipe": "SIGPIPE",
+    "terminated": "SIGTERM",
+}
+_NUMBERS = {name: number for number, name in SIGNALS.items()}
 
 
 def signal_name(number: int) -> str:
     """`SIGKILL` for 9; `SIG<n>` for a number without a common name."""
     return SIGNALS.get(number, f"SIG{number}")
+
+
+def signal_of_text(text: str) -> str | None:
+    """`SIGBUS` for strsignal's `Bus error` (any case); None for a text that names no signal."""
+    return SIGNAL_TEXTS.get(" ".join(text.lower().split()))
+
+
+def exit_status(signal: str | None) -> int | None:
+    """The exit status a shell reports for a job killed by `signal`: 128 + its number (137 for SIGKILL)."""
+    number = _NUMBERS.get(signal or "")
+    return None if number is None else 128 + number
+
+
+def signal_of_status(status: int) -> str | None:
+    """The signal behind an exit status: a launcher's negative exitcode (-9) or a shell's 128 + n (137)."""
+    if status < 0:
+        return signal_name(-status)
+    if 128 < status < 128 + 32 and status - 128 in SIGNALS:
+        return SIGNALS[status - 128]
+    return None
+
+
+class JobEvent(Record):
+    """A line that says how a job was ended from outside its Python: the kernel's OOM killer or an NVIDIA
+    Xid (dmesg / journald), the scheduler (slurmstepd's `CANCELLED ... DUE TO TIME LIMIT`, `oom_kill event`,
+    Kubernetes' `OOMKilled`), glibc's heap checks (`free(): invalid pointer`) or a DataLoader's report of
+    a worker's fault. `event` is the grammar's line kind (grammars/job.lark)."""
+
+    kind: Literal["job_event"] = "job_event"
+    FIELD_FACTS = ("pid", "process", "xid", "pci", "job_id", "node", "reason", "signal", "task")
+    FACTS = ("job_event", "event_text")
+    event: str
+    source: Literal["kernel", "scheduler", "glibc", "dataloader", "launcher"]
+    text: str = ""
+    pid: int | None = None
+    process: str | None = None
+    xid: int | None = None
+    pci: str | None = None
+    job_id: str | None = None
+    node: str | None = None
+    reason: str | None = None
+    signal: str | None = None
+    events: int | None = None
+    task: int | None = None
+
+    def facts(self) -> dict[str, Any]:
+        f = super().facts() | self._fields(*self.FIELD_FACTS)
+        f["job_event"] = self.event
+        if self.text:
+            f["event_text"] = self.text
+        return f

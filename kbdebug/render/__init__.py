@@ -11,6 +11,7 @@ import jinja2
 
 from kbdebug.diagnoser.guides import SECTIONS, bytecode_cache, code_span
 from kbdebug.diagnosis import Diagnosis
+from kbdebug.kb.model import RETRY_LINES
 from kbdebug.render import markup
 from kbdebug.render.evidence import evidence, split_highlight
 from kbdebug.render.tensors import tensor_rows
@@ -88,6 +89,7 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
         evidence=evidence,
         split=split_highlight,
         tensor_rows=tensor_rows,
+        retry_lines=RETRY_LINES,
         md_html=markup.to_html,
         md_inline_html=markup.to_html_inline,
         guide_text=guide_text,

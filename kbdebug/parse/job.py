@@ -1,0 +1,93 @@
+"""How a job ended, read from the lines the system around it prints (grammars/job.lark): the kernel's OOM
+killer and Xid reports, Slurm, Kubernetes, glibc's heap checks, a DataLoader worker's fault, torchrun's
+and a shell's report of a process that died. A death becomes a ProcessExit (one vocabulary, whoever
+reports it); everything else a JobEvent named after its line kind."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from lark import Token
+
+from kbdebug.normalise import Line
+from kbdebug.parse.common import State, read_at
+from kbdebug.parse.derive import may_hold, parse_in
+from kbdebug.parse.fields import Fields, FieldTransformer
+from kbdebug.parse.grammar import parse
+from kbdebug.records import JobEvent, ProcessExit
+from kbdebug.records.job import exit_status, signal_of_status, signal_of_text
+
+# Who prints each line kind, and the signal it implies where the line names none
+Source = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher"]
+_SOURCES: dict[str, tuple[Source, str | None]] = {
+    "oom_killed_process": ("kernel", "SIGKILL"),
+    "oom_kill": ("kernel", "SIGKILL"),
+    "xid_report": ("kernel", None),
+    "gpu_lost": ("kernel", None),
+    "slurm_cancelled": ("scheduler", None),
+    "slurm_oom": ("scheduler", "SIGKILL"),
+    "srun_task": ("scheduler", None),
+    "k8s_oomkilled": ("scheduler", "SIGKILL"),
+    "heap_corruption": ("glibc", "SIGABRT"),
+    "stack_smashing": ("glibc", "SIGABRT"),
+    "worker_fault": ("dataloader", None),
+    "launcher_signal": ("launcher", None),
+}
+
+
+class JobTree(FieldTransformer):
+    """job.lark's (and shell.lark's) tree to a record's fields: a signal's description (`Bus error`) becomes its name."""
+
+    grammar = "job"
+
+    def death(self, children: list[Token]) -> Fields:
+        return {"signal": signal_of_text(str(children[0]))}
+
+    def worker_signal(self, children: list[Token]) -> Fields:
+        return {"signal": signal_of_text(str(children[0]))}
+
+    def core(self, children: list[Token]) -> Fields:
+        return {"core_dumped": True}
+
+    def signal_name(self, children: list[Token]) -> Fields:
+        return {"signal": str(children[0])}
+
+    def srun_oom(self, children: list[Token]) -> Fields:
+        return {"reason": "Out Of Memory"}
+
+
+class ShellTree(JobTree):
+    grammar = "shell"
+
+
+class JobReader(State):
+    def job_line(self, line: Line) -> None:
+        """A shell's report as the whole line; else a job.lark line kind from wherever one may start in it."""
+        text = line.text.strip()
+        if may_hold("shell", text) and (tree := parse("shell", text)) is not None:
+            fields = ShellTree().read(tree)
+            fields.pop("template")
+            self.out.append(ProcessExit(**read_at(line), reporter="shell", exit_code=exit_status(fields.get("signal")), **fields))
+            return
+        if not may_hold("job", text):
+            return
+        tree = parse_in("job", text)
+        if tree is not None:
+            self.out.append(_record(line, text, JobTree().read(tree)))
+
+
+def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
+    kind: str = fields.pop("template")
+    at: dict[str, Any] = read_at(line)
+    signal = fields.get("signal")
+    if kind == "launcher_failed":
+        code = fields["exitcode"]
+        return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal_of_status(code), pid=fields.get("pid"))
+    if kind == "srun_task" and fields.get("reason") is None:
+        core = bool(fields.get("core_dumped"))
+        return ProcessExit(**at, reporter="scheduler", exit_code=exit_status(signal), signal=signal, core_dumped=core)
+    source, implied = _SOURCES[kind]
+    event = "srun_oom" if kind == "srun_task" else kind
+    keep = {k: v for k, v in fields.items() if k in JobEvent.model_fields and k != "text"}
+    keep["signal"] = signal or implied
+    return JobEvent(**at, event=event, source=source, text=text, **keep)
