@@ -127,10 +127,10 @@ ASSERTS = {
         "other_device_assert",
     ),
     "retyped case": (
-        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250",
-        "nll_loss_forward_reduce_cuda_kernel_2d",
-        "T >= 0 && T < N_classes",
-        "nll_target_out_of_range",
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:94",
+        "operator()",
+        "Input_val >= Zero && input_val <= One",
+        "bce_input_out_of_range",
     ),
 }
 
