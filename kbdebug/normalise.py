@@ -77,12 +77,13 @@ _GLUE = re.compile(
     r"(?<=\S)(?=Traceback \(most recent call last\):)"
     r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
     r"|(?<=` failed\.)(?=\S)"
-    r"|(?<=\S)\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):$)"  # the type wrapped onto the end of the line above its message
     r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
     r"|(?<=\S)(?=\[rank\d+\]:)"
     r"|(?<=\. )(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
+# an exception type wrapped onto the end of the (indented) source line above its message: `    loss = f(x) IndexError:`
+_TYPE_AT_END = re.compile(r"(?<=\S)\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):$)")
 _BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 _RECORD_START = re.compile(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
@@ -239,6 +240,8 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
+    if seg[:1].isspace() and seg.endswith(":"):
+        parts = [p for part in parts for p in _TYPE_AT_END.split(part)]
     for i, part in enumerate(parts):
         if not part.strip():
             continue

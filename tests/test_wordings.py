@@ -127,10 +127,10 @@ ASSERTS = {
         "other_device_assert",
     ),
     "retyped case": (
-        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:250",
-        "nll_loss_forward_reduce_cuda_kernel_2d",
-        "T >= 0 && T < N_classes",
-        "nll_target_out_of_range",
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:94",
+        "operator()",
+        "Input_val >= Zero && input_val <= One",
+        "bce_input_out_of_range",
     ),
 }
 
@@ -481,3 +481,14 @@ def test_application_logger_reformats_the_exception() -> None:
     rule, facts = root(text)
     assert rule == "illegal_memory_access"
     assert (facts["error_type"], facts["innermost_user_frame"]) == ("RuntimeError", "engine.py:233")
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("RuntimeError: index out of range: Tried to access index 512 out of ta\n", "embedding_index_oob"),
+        ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unava\n", "invalid_device"),
+    ],
+)
+def test_old_wordings_cut_off_by_the_paste(text: str, rule: str) -> None:
+    assert root(text)[0] == rule
