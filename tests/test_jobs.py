@@ -32,6 +32,8 @@ CASES = {
     "oom_killed_worker.log": "oom_killed",
     "oom_killed_k8s.log": "oom_killed",
     "oom_killed_mp_spawn.log": "oom_killed",
+    "oom_killed_slurm_memlimit.log": "oom_killed",
+    "oom_killed_ide_sigkill.log": "oom_killed",
     "shm_bus_error.log": "dataloader_shm_exhausted",
     "shm_killed_bus_rank.log": "dataloader_shm_exhausted",
     "shm_write_file.log": "dataloader_shm_exhausted",
@@ -44,6 +46,8 @@ CASES = {
     "native_double_free.log": "native_crash",
     "native_torchrun_segv.log": "native_crash",
     "native_glibc_wrapped.log": "native_crash",
+    "native_windows_access_violation.log": "native_crash",
+    "native_ide_sigsegv.log": "native_crash",
     "import_module.log": "import_failure",
     "import_libcudart.log": "import_failure",
     "import_undefined_symbol.log": "import_failure",
@@ -157,6 +161,8 @@ def test_damaged_pastes_keep_their_cause(damage: str) -> None:
         ("worker_exited.log", {"worker_pids": "2213, 2214, 2215, 2216"}),
         ("worker_timeout.log", {"timeout_s": 300}),
         ("native_segv_shell.log", {"signal": "SIGSEGV", "exit_code": 139, "pid": 90211, "retry": "no"}),
+        ("native_windows_access_violation.log", {"signal": "SIGSEGV", "exit_code": -1073741819, "retry": "no"}),
+        ("oom_killed_slurm_memlimit.log", {"signal": "SIGKILL", "retry": "smaller"}),
         ("native_faulthandler.log", {"error_type": "Fatal Python error", "innermost_user_frame": "/home/me/proj/model.py:88"}),
         ("native_double_free.log", {"event_text": "double free or corruption (!prev)", "signal": "SIGABRT"}),
         ("native_torchrun_segv.log", {"signal": "SIGSEGV", "exit_code": -11}),
@@ -207,7 +213,7 @@ def test_facts_are_read_from_the_log(name: str, facts: dict[str, object]) -> Non
 )
 def test_guide_quotes_the_users_values(name: str, section: str, sentence: str) -> None:
     from kbdebug.kb.loader import load_kb
-    from kbdebug.render import fill
+    from kbdebug.diagnoser.guides import fill
 
     diag = fill(diag_of(name), load_kb())
     assert diag.root is not None
@@ -216,7 +222,7 @@ def test_guide_quotes_the_users_values(name: str, section: str, sentence: str) -
 
 def test_faulthandler_is_suggested_only_without_a_dump() -> None:
     from kbdebug.kb.loader import load_kb
-    from kbdebug.render import fill
+    from kbdebug.diagnoser.guides import fill
 
     with_dump = fill(diag_of("native_faulthandler.log"), load_kb()).root
     without = fill(diag_of("native_double_free.log"), load_kb()).root
@@ -292,7 +298,7 @@ def test_a_sentence_that_starts_with_a_signal_word_is_no_death() -> None:
 )
 def test_retry_is_said_at_the_top_of_the_guide_in_every_format(name: str, retry: str) -> None:
     from kbdebug.kb.loader import load_kb
-    from kbdebug.render import fill
+    from kbdebug.diagnoser.guides import fill
 
     diag = fill(diag_of(name), load_kb())
     line = RETRY_LINES[retry]

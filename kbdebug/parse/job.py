@@ -26,6 +26,7 @@ _SOURCES: dict[str, tuple[Source, str | None]] = {
     "gpu_lost": ("kernel", None),
     "slurm_cancelled": ("scheduler", None),
     "slurm_oom": ("scheduler", "SIGKILL"),
+    "slurm_mem_limit": ("scheduler", "SIGKILL"),
     "srun_task": ("scheduler", None),
     "k8s_oomkilled": ("scheduler", "SIGKILL"),
     "heap_corruption": ("glibc", "SIGABRT"),
@@ -80,14 +81,15 @@ def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
     kind: str = fields.pop("template")
     at: dict[str, Any] = read_at(line)
     signal = fields.get("signal")
-    if kind == "launcher_failed":
+    if kind in ("launcher_failed", "process_finished"):
         code = fields["exitcode"]
-        return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal_of_status(code), pid=fields.get("pid"))
+        return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal or signal_of_status(code), pid=fields.get("pid"))
     if kind == "srun_task" and fields.get("reason") is None:
         core = bool(fields.get("core_dumped"))
         return ProcessExit(**at, reporter="scheduler", exit_code=exit_status(signal), signal=signal, core_dumped=core)
     source, implied = _SOURCES[kind]
-    event = "srun_oom" if kind == "srun_task" else kind
+    # Slurm's memory accounting and its oom_kill count say the same: the scheduler killed the step for memory
+    event = {"srun_task": "srun_oom", "slurm_mem_limit": "slurm_oom"}.get(kind, kind)
     keep = {k: v for k, v in fields.items() if k in JobEvent.model_fields and k != "text"}
     keep["signal"] = signal or implied
     return JobEvent(**at, event=event, source=source, text=text, **keep)

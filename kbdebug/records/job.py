@@ -74,9 +74,23 @@ def exit_status(signal: str | None) -> int | None:
     return None if number is None else 128 + number
 
 
+# Windows ends a process that crashed with an NTSTATUS as its exit code (`-1073741819`, printed `0xC0000005`):
+# the signal a POSIX system sends for the same fault.
+NTSTATUS_SIGNALS: dict[int, str] = {
+    0xC0000005: "SIGSEGV",  # STATUS_ACCESS_VIOLATION
+    0xC00000FD: "SIGSEGV",  # STATUS_STACK_OVERFLOW
+    0xC000001D: "SIGILL",  # STATUS_ILLEGAL_INSTRUCTION
+    0xC0000094: "SIGFPE",  # STATUS_INTEGER_DIVIDE_BY_ZERO
+    0xC0000409: "SIGABRT",  # STATUS_STACK_BUFFER_OVERRUN (a fail-fast abort)
+}
+
+
 def signal_of_status(status: int) -> str | None:
-    """The signal behind an exit status: a launcher's negative exitcode (-9) or a shell's 128 + n (137)."""
-    if status < 0:
+    """The signal behind an exit status: a launcher's negative exitcode (-9), a shell's 128 + n (137), or the
+    NTSTATUS of a Windows crash (-1073741819 or 3221225477, 0xC0000005)."""
+    if (status & 0xFFFFFFFF) in NTSTATUS_SIGNALS:
+        return NTSTATUS_SIGNALS[status & 0xFFFFFFFF]
+    if -64 < status < 0:
         return signal_name(-status)
     if 128 < status < 128 + 32 and status - 128 in SIGNALS:
         return SIGNALS[status - 128]
