@@ -212,8 +212,8 @@ def test_facts_are_read_from_the_log(name: str, facts: dict[str, object]) -> Non
     ],
 )
 def test_guide_quotes_the_users_values(name: str, section: str, sentence: str) -> None:
-    from kbdebug.kb.loader import load_kb
     from kbdebug.diagnoser.guides import fill
+    from kbdebug.kb.loader import load_kb
 
     diag = fill(diag_of(name), load_kb())
     assert diag.root is not None
@@ -221,8 +221,8 @@ def test_guide_quotes_the_users_values(name: str, section: str, sentence: str) -
 
 
 def test_faulthandler_is_suggested_only_without_a_dump() -> None:
-    from kbdebug.kb.loader import load_kb
     from kbdebug.diagnoser.guides import fill
+    from kbdebug.kb.loader import load_kb
 
     with_dump = fill(diag_of("native_faulthandler.log"), load_kb()).root
     without = fill(diag_of("native_double_free.log"), load_kb()).root
@@ -297,8 +297,8 @@ def test_a_sentence_that_starts_with_a_signal_word_is_no_death() -> None:
     [("zero_div.log", "no"), ("oom_killed_dmesg.log", "smaller"), ("gpu_xid79.log", "yes"), ("import_module.log", "after-install")],
 )
 def test_retry_is_said_at_the_top_of_the_guide_in_every_format(name: str, retry: str) -> None:
-    from kbdebug.kb.loader import load_kb
     from kbdebug.diagnoser.guides import fill
+    from kbdebug.kb.loader import load_kb
 
     diag = fill(diag_of(name), load_kb())
     line = RETRY_LINES[retry]
