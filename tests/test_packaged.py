@@ -102,7 +102,14 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
     finally:
         os.chdir(cwd)
     names = set(wheel.namelist())
-    assert {"kbdebug/knowledge/other.toml", "kbdebug/grammars/_common.lark", "kbdebug/grammars/derived.json", "kbdebug/cli.py"} <= names
+    assert {
+        "kbdebug/knowledge/other/rule.toml",
+        "kbdebug/knowledge/other/guide.md",
+        "kbdebug/knowledge/_phrases.j2",
+        "kbdebug/grammars/_common.lark",
+        "kbdebug/grammars/derived.json",
+        "kbdebug/cli.py",
+    } <= names
     assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
 
 

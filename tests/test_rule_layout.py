@@ -111,3 +111,25 @@ def test_what_stands_before_the_first_section_is_shared_by_all_four(tmp_path: Pa
 
     assert fill_text(rule.guide.fix, {"num_classes": 5}) == "One-hot with 5 channels."
     assert fill_text(rule.guide.fix, {}) == "One-hot with C channels."
+
+
+def test_every_bundled_rule_is_a_folder_written_without_continued_lines() -> None:
+    """One home per rule: its folder. Guides are Markdown with real newlines, not TOML strings continued by `\\`."""
+    from kbdebug._resources import data_dir
+
+    knowledge = data_dir("knowledge")
+    paths = rule_paths(knowledge)
+    assert len(paths) >= 50 and all(p.name == "rule.toml" and p.parent.name == p.parent.name.lower() for p in paths)
+    for path in paths:
+        folder = path.parent
+        assert (folder / "guide.md").is_file(), folder
+        assert len(list((folder / "examples" / "positive").glob("*.log"))) >= 2, folder
+        assert len(list((folder / "examples" / "negative").glob("*.log"))) >= 2, folder
+    continued = [
+        f"{p}:{n}"
+        for p in knowledge.rglob("*")
+        if p.suffix in (".toml", ".md", ".j2")
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if line.endswith("\\")
+    ]
+    assert continued == []

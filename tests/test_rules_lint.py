@@ -206,12 +206,14 @@ def test_lint_takes_one_file_and_says_each_problem_once(tmp_path: Path) -> None:
 
 
 def test_a_user_rule_replacing_a_bundled_one_is_said(tmp_path: Path) -> None:
-    (tmp_path / "other.toml").write_text((ROOT / "knowledge" / "other.toml").read_text())
+    import shutil
+
+    shutil.copytree(ROOT / "knowledge" / "other", tmp_path / "other")  # a user's copy of a bundled rule folder
     lint = run_cli("rules", "lint", str(tmp_path))
     assert lint.returncode == 0 and b"'other' replaces the bundled rule of that id" in lint.stderr
     assert b"(1 warning)" in lint.stdout
     explain = run_cli("explain", "--kb", str(tmp_path), str(ROOT / "examples" / "segmentation_crash.log"))
-    assert f"kbdebug: note: {tmp_path / 'other.toml'} replaces the bundled rule 'other'".encode() in explain.stderr
+    assert f"kbdebug: note: {tmp_path / 'other' / 'rule.toml'} replaces the bundled rule 'other'".encode() in explain.stderr
 
 
 def test_lint_lists_check_names_without_importing_torch() -> None:

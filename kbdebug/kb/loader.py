@@ -207,7 +207,7 @@ def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
         old = kb.get(rule.id)
         if old is not None:
             kb.rules.remove(old)
-            if kb.sources.get(rule.id, path).parent == bundled and path.parent != bundled:
+            if bundled in kb.sources.get(rule.id, path).parents and bundled not in path.parents:
                 kb.replaced.append(f"{path} replaces the bundled rule {rule.id!r}")
         kb.rules.append(rule)
         kb.sources[rule.id] = path
