@@ -24,7 +24,7 @@ from kbdebug.verify import (  # noqa: E402
     check_target_dtype,
     run_checks,
 )
-from kbdebug.verify.checks import _arch_ok  # noqa: E402
+from kbdebug.verify.environment import _arch_ok  # noqa: E402
 
 
 def unchanged(*tensors: torch.Tensor):

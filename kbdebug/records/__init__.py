@@ -3,9 +3,9 @@
 Every record keeps the source lines it came from (`first_line`, `last_line`, 1-based, as an
 editor numbers them) and its raw text, so a diagnosis can always point back at the evidence.
 
-One module over ~400 lines on purpose: the record kinds and the facts they say are one vocabulary
-(the grammars' field names, rule matches, `rules lint` and docs/json.md all read it), and a kind is
-short; split by kind, every reader would import a dozen modules to see what a fact means.
+The kinds of one family share a module (sanitizer.py, distributed.py, job.py; the Python and CUDA
+errors and the message templates here), and this package's namespace holds them all: a reader imports
+`kbdebug.records`, and each kind declares the facts it says beside its fields (base.Record.FACTS).
 """
 
 from __future__ import annotations
@@ -13,16 +13,27 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field
 
 from kbdebug.frames import basename, is_library_path
 from kbdebug.records.base import Record, Triple
-from kbdebug.records.job import JobEvent, ProcessExit, signal_of_status
+from kbdebug.records.distributed import ElasticFailure, NcclEvent
+from kbdebug.records.job import JobEvent, ProcessExit
+from kbdebug.records.sanitizer import SanitizerFrame, SanitizerReport, SanitizerSummary
 from kbdebug.shapes import SHAPE_FACTS, relation, shape_facts, shapes_in
-from kbdebug.stamps import parse_stamp
 from kbdebug.values import size_bytes
 
-__all__ = ["JobEvent", "ProcessExit", "Record", "Triple"]
+__all__ = [
+    "ElasticFailure",
+    "JobEvent",
+    "NcclEvent",
+    "ProcessExit",
+    "Record",
+    "SanitizerFrame",
+    "SanitizerReport",
+    "SanitizerSummary",
+    "Triple",
+]
 
 
 class KernelAssert(Record):
@@ -255,107 +266,6 @@ class CppException(Record):
         return f
 
 
-class SanitizerFrame(BaseModel):
-    function: str | None = None
-    file: str | None = None
-    line: int | None = None
-    module: str | None = None
-
-
-class SanitizerReport(Record):
-    """One compute-sanitizer / cuda-memcheck error report with its detail lines."""
-
-    kind: Literal["sanitizer"] = "sanitizer"
-    FIELD_FACTS = (
-        "memory_space",
-        "access",
-        "access_size_bytes",
-        "address",
-        "address_phrase",
-        "allocation",
-        "hazard_type",
-        "hazards",
-        "api_error",
-        "api_call",
-        "severity",
-    )
-    FACTS = (
-        "tool",
-        "check",
-        "category",
-        *FIELD_FACTS,
-        "kernel_name",
-        "pc_offset",
-        "kernel_file",
-        "kernel_line",
-        "kernel_path",
-        "first_thread",
-        "first_block",
-        "error_message",
-    )
-    tool: Literal["compute-sanitizer", "cuda-memcheck"] | None = None
-    check: Literal["memcheck", "racecheck", "initcheck", "synccheck", "leakcheck"]
-    category: str
-    severity: str | None = None
-    memory_space: str | None = None
-    access: str | None = None
-    access_size_bytes: int | None = None
-    function: str | None = None
-    pc: str | None = None
-    file: str | None = None
-    line: int | None = None
-    thread: Triple | None = None
-    block: Triple | None = None
-    address: str | None = None
-    address_phrase: str | None = None
-    allocation: str | None = None
-    hazard_type: str | None = None
-    hazards: int | None = None
-    api_error: str | None = None
-    api_code: int | None = None
-    api_message: str | None = None
-    api_call: str | None = None
-    device_frames: list[SanitizerFrame] = []
-    host_frames: list[SanitizerFrame] = []
-
-    def facts(self) -> dict[str, Any]:
-        f = super().facts() | {"tool": self.tool, "check": self.check, "category": self.category}
-        f |= self._fields(*self.FIELD_FACTS)
-        if self.function is not None:
-            f["kernel_name"] = self.function
-        if self.pc is not None:
-            f["pc_offset"] = self.pc
-        if self.file:
-            f.update(kernel_file=basename(self.file), kernel_line=self.line, kernel_path=self.file)
-        if self.thread is not None:
-            f["first_thread"] = list(self.thread)
-        if self.block is not None:
-            f["first_block"] = list(self.block)
-        if self.api_message:
-            f["error_message"] = self.api_message
-        return f
-
-
-class SanitizerSummary(Record):
-    kind: Literal["sanitizer_summary"] = "sanitizer_summary"
-    FIELD_FACTS = ("tool", "leaked_bytes", "leaked_allocations")
-    FACTS = ("error_summary_count", "check")
-    tool: str | None = None
-    errors: int | None = None
-    hazards: int | None = None
-    leaked_bytes: int | None = None
-    leaked_allocations: int | None = None
-
-    def facts(self) -> dict[str, Any]:
-        """A leak summary is the leak check's own report: when only the summary was pasted it is the evidence."""
-        f = super().facts() | self._fields(*self.FIELD_FACTS)
-        if self.errors is not None:
-            f["error_summary_count"] = self.errors
-        if self.leaked_bytes:
-            f["check"] = "leakcheck"
-        return f
-
-
 class Oom(Record):
     """A CUDA out-of-memory message; figures kept as printed (`2.00 GiB`)."""
 
@@ -415,58 +325,6 @@ class LibraryError(Record):
         f = super().facts() | {f"{self.library}_status": self.status}
         if self.call:
             f[f"{self.library}_call"] = re.split(r"[(\s]", self.call.strip())[0]
-        return f
-
-
-class NcclEvent(Record):
-    kind: Literal["nccl"] = "nccl"
-    FIELD_FACTS = ("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error")
-    FACTS = (*FIELD_FACTS, "nccl_event")
-    event: Literal["watchdog_timeout", "failure", "aborted", "watchdog_exception"]
-    text: str
-    op_type: str | None = None
-    seq_num: int | None = None
-    timeout_ms: int | None = None
-    ran_for_ms: int | None = None
-    nccl_error: str | None = None
-
-    def facts(self) -> dict[str, Any]:
-        return super().facts() | self._fields(*self.FIELD_FACTS) | {"nccl_event": self.event}
-
-
-class ElasticFailure(Record):
-    """One row of torch.distributed.elastic's `Root Cause` / `Other Failures` table."""
-
-    kind: Literal["elastic_failure"] = "elastic_failure"
-    FACTS = ("local_rank", "exitcode", "host", "time", "exit_code", "signal")
-    root: bool
-    failed_rank: int | None = None
-    local_rank: int | None = None
-    exitcode: int | None = None
-    host: str | None = None
-    error_file: str | None = None
-    signal: str | None = None  # `traceback : Signal 9 (SIGKILL) received by PID 1234`
-    # the table's `time : 2025-03-01_10:00:00` is set after the record is made: read it as a stamp then too
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    @field_validator("time", mode="before")
-    @classmethod
-    def _stamp(cls, value: Any) -> Any:
-        return parse_stamp(value) if isinstance(value, str) else value
-
-    def failed_rank_of(self) -> int | None:
-        return self.failed_rank if self.failed_rank is not None else self.rank
-
-    def facts(self) -> dict[str, Any]:
-        f = super().facts() | self._fields("local_rank", "exitcode", "host")
-        if self.exitcode is not None:  # torchrun's -9 is the worker's signal; a positive code its own exit
-            f["exit_code"] = self.exitcode
-            if (signal := self.signal or signal_of_status(self.exitcode)) is not None:
-                f["signal"] = signal
-        if self.time is not None:
-            f["time"] = self.time.text
-        if self.failed_rank is not None:
-            f["rank"] = self.failed_rank
         return f
 
 

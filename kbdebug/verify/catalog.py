@@ -8,19 +8,17 @@ from typing import Any
 
 from kbdebug.verify.checks import (
     check_bce_inputs,
-    check_build,
     check_class_targets,
     check_devices,
     check_embedding_ids,
     check_finite,
     check_index,
-    check_oom_context,
     check_probabilities,
     check_segmentation,
     check_shapes,
     check_target_dtype,
-    largest_tensors,
 )
+from kbdebug.verify.environment import check_build, check_oom_context, largest_tensors
 from kbdebug.verify.guard_mode import guard
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.stages import Audit, audit, describe, print_describe, stats
