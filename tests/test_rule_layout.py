@@ -133,3 +133,13 @@ def test_every_bundled_rule_is_a_folder_written_without_continued_lines() -> Non
         if line.endswith("\\")
     ]
     assert continued == []
+
+
+def test_one_bundled_rule_folder_lints_as_bundled() -> None:
+    """`kbdebug rules lint knowledge/native_crash`: its references to other rules resolve, and it is no user
+    rule replacing itself."""
+    from kbdebug._resources import data_dir
+
+    warnings: list[str] = []
+    assert lint_directory(data_dir("knowledge") / "native_crash", warnings) == [] and warnings == []
+    assert lint_directory(data_dir("knowledge") / "async_error_unlocalized" / "rule.toml", warnings) == [] and warnings == []

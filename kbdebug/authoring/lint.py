@@ -141,15 +141,17 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
                 problems.append(f"{path}: id: {rule.id!r} is already defined in {seen[rule.id]}")
             seen[rule.id] = path
         loaded.append((path, rule, data))
-    bundled = [] if directory.resolve() == data_dir("knowledge").resolve() else _bundled_rules()
+    home = data_dir("knowledge").resolve()
+    own = home in (directory.resolve(), *directory.resolve().parents)  # a bundled rule's folder lints as bundled
+    bundled = [] if directory.resolve() == home else _bundled_rules()
     bundled_ids = {r.id for r in bundled}
     for path, rule, _ in loaded:
-        if rule is not None and rule.id in bundled_ids and warnings is not None:
+        if rule is not None and rule.id in bundled_ids and warnings is not None and not own:
             shown = f"`kbdebug rules show {rule.id}`"
             warnings.append(f"{path}: id: {rule.id!r} replaces the bundled rule of that id ({shown}); rename it to add a rule beside it")
     everything = [r for r in bundled if r.id not in seen] + [rule for _, rule, _ in loaded if rule is not None]
     checks = known_checks()
-    kb_dirs = None if not bundled else [directory]  # a user rule's examples run in the knowledge base it joins
+    kb_dirs = None if own else [directory]  # a user rule's examples run in the knowledge base it joins
     for path, rule, data in loaded:
         for where, problem in undefined_variables(data, everything) + reference_problems(data, everything, checks):
             problems.append(f"{path}: {where}: {problem}")
