@@ -190,6 +190,7 @@ STATUS_RULE = """
 id = "test_status_signal"
 title = "ended by a signal (test rule)"
 retry = "no"
+priority = 99
 
 [[match]]
 kind = "process_exit"
@@ -226,6 +227,12 @@ def test_the_status_reaches_the_diagnosis(tmp_path: Path, child: str, name: str,
     [rec] = root["records"]
     assert (rec["reporter"], rec["first_line"]) == ("status", 3)  # after the output's two lines
     assert root["guide"]["what"] == f"The command ended by {name} (status {status})."
+    # without the test's rule, the bundled ones name it: a death in native code, or the OOM killer's SIGKILL
+    bundled = kb_run("-f", "json", "--", "sh", "-c", f"echo line one; {child}")
+    root = json.loads(bundled.stderr)["incidents"][0]
+    cause = "oom_killed" if name == "SIGKILL" else "native_crash"
+    assert (root["rule"], root["facts"]["signal"], root["facts"]["exit_code"]) == (cause, name, status)
+    assert f"with {name} (exit {status})" in root["guide"]["what"]
 
 
 def test_an_ordinary_exit_status_is_no_signal(tmp_path: Path) -> None:
