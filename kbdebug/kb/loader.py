@@ -173,14 +173,15 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
             except OSError as exc:
                 raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
-    for path, _ in files:
-        for part in rule_files(path):  # a folder's guide and examples are part of the rule
-            try:
-                data = part.read_bytes()
+    for path, data in files:
+        digest.update(f"\0{path}\0{len(data)}\0".encode())
+        digest.update(data)
+        for part in rule_files(path)[1:]:  # a folder's guide and examples are part of the rule: by their size and
+            try:  # time of change (reading 400 example files would cost a cold start more than the cache saves)
+                st = part.stat()
+                digest.update(f"\0{part}\0{st.st_size}\0{st.st_mtime_ns}".encode())
             except OSError:
-                data = b"\0missing"  # reported when the rule is read
-            digest.update(f"\0{part}\0{len(data)}\0".encode())
-            digest.update(data)
+                digest.update(f"\0{part}\0missing".encode())  # reported when the rule is read
     key = digest.hexdigest()[:24]
     kb = _MEMO.get(key)
     if kb is None:
