@@ -204,10 +204,15 @@ def _clean(seg: str, in_box: bool) -> str:
         seg = _BOLD.sub(r"\1", seg)
     if _CTRL.search(seg):
         seg = _CTRL.sub("", seg)
+    return _uncode(seg)
+
+
+def _uncode(seg: str) -> str:
+    """A line pasted as Markdown code (a fence, or inline: `RuntimeError: ...`) without its backticks."""
     stripped = seg.strip()
     if stripped.startswith("```"):
         seg = stripped.strip("`")
-    elif stripped.startswith("`"):  # a line pasted as Markdown inline code: `RuntimeError: ...`
+    elif stripped.startswith("`"):
         seg = stripped[1:]
         if seg.endswith("`") and seg.count("`") % 2:
             seg = seg[:-1]
@@ -236,7 +241,10 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
 
 
 def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
-    seg, rank, time = _strip_prefixes(seg)
+    bare, rank, time = _strip_prefixes(seg)
+    if len(bare) < len(seg) and bare.lstrip()[:1] == "`":  # quoted, ranked or stamped code: its backticks follow the prefix
+        bare = _uncode(bare)
+    seg = bare
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]

@@ -45,6 +45,20 @@ def test_same_crash_in_another_run_rank_and_paste_has_one_signature() -> None:
     assert {sig(v) for v in variants} == {a}
 
 
+def prefixed(text: str, prefix: str) -> str:
+    return "".join(prefix + ln + "\n" for ln in text.splitlines())
+
+
+def test_inline_code_line_keeps_its_signature_when_quoted_ranked_or_stamped() -> None:
+    """A message pasted as Markdown inline code, then quoted in a reply or prefixed by a launcher: the
+    backticks follow the prefix and are dropped there as they are on a bare line."""
+    text = "`RuntimeError: The NVIDIA driver on your system is too old (found version 11020). Please update it.`\n"
+    root = diagnose_text(text).root
+    assert root is not None and "RuntimeError: The NVIDIA driver on your system is too old" in root.signature_key
+    for prefix in ("> ", "[rank3]: ", "2024-05-01 12:00:01,007 - ERROR - "):
+        assert sig(prefixed(text, prefix)) == root.signature, prefix
+
+
 def test_other_cause_or_other_site_is_another_signature() -> None:
     base = sig(ASSERT.format(prefix="", line=365, b=4, t=9, root="/r", uline=88))
     oom_a = sig(OOM.format(root="/r", uline=88, n=2, g=0))
