@@ -62,7 +62,7 @@ _PREFIXES = [
     re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"),
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
     re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
-    re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
+    re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S|$)"),
     # a wrapper re-printing its child's streams (`accelerate test`, subprocess runners): `stderr: ` on every line
     re.compile(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
     # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .)
@@ -225,7 +225,7 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
     for _ in range(6):
         for pattern in _PREFIXES:
             m = pattern.match(seg)
-            if m and m.end() < len(seg):
+            if m and m.end():  # a line that is all prefix was a blank line before it was prefixed
                 found = m.groupdict()
                 if rank is None and found.get("rank") is not None:
                     rank = int(found["rank"])

@@ -59,6 +59,29 @@ def test_inline_code_line_keeps_its_signature_when_quoted_ranked_or_stamped() ->
         assert sig(prefixed(text, prefix)) == root.signature, prefix
 
 
+def test_a_prefixed_blank_line_is_blank_and_the_user_frame_after_it_is_kept() -> None:
+    """A launcher or a logging handler prefixes the blank lines too: `[default3]:` alone is a blank line,
+    not an exception message after a frame's source line, so the cut traceback around it still locates
+    the user's call."""
+    text = (
+        "RuntimeError: CUDA error: invalid device ordinal\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/w/run.py", line 10, in <module>\n'
+        "    main()\n"
+        '  File "/w/run.py", line 5, in main\n'
+        "    torch.cuda.set_device(7)\n"
+        "\n"
+        '  File "/usr/lib/python3.10/site-packages/torch/cuda/__init__.py", line 350, in set_device\n'
+        "    torch._C._cuda_setDevice(device)\n"
+    )
+    root = diagnose_text(text).root
+    assert root is not None and root.signature_key.endswith("| at run.py:main")
+    for prefix in ("[default3]:", "[rank3]: ", "3: ", "2024-05-01 12:00:01,007 - ERROR - "):
+        assert sig(prefixed(text, prefix)) == root.signature, prefix
+
+
 def test_other_cause_or_other_site_is_another_signature() -> None:
     base = sig(ASSERT.format(prefix="", line=365, b=4, t=9, root="/r", uline=88))
     oom_a = sig(OOM.format(root="/r", uline=88, n=2, g=0))
