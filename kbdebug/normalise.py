@@ -262,6 +262,7 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
 
 
 MAX_REWRAPS = 3
+CONSOLE_WIDTH = 80  # Windows' console and e-mail clients wrap here, anywhere in a line
 MIN_WRAP = 60  # narrower widths are too common among lines of their own to tell a wrap
 LONE_WRAP_WINDOW = 20  # a width only one line has is a wrap only when no line this near is longer
 _BARE_RANK = re.compile(r"^\d{1,4}: ")
@@ -320,17 +321,25 @@ def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[in
     span: dict[int, tuple[int, int]] = {}
     for i, w in enumerate(widths):
         if w >= MIN_WRAP and i + 1 < len(lines):
-            pairs.setdefault(w, set()).add((lines[i].text, lines[i + 1].text if w == 80 else ""))
+            pairs.setdefault(w, set()).add((lines[i].text, lines[i + 1].text if w == CONSOLE_WIDTH else ""))
             span[w] = (span[w][0] if w in span else i, i)
     shared = {w for w, p in pairs.items() if len(p) >= 2 and w <= 400 and max(widths[span[w][0] : span[w][1] + 2]) <= w}
     lone = set()
     for w, (first, last) in span.items():
         i = first
-        if first == last and lines[i].text[:1].isspace():
+        # an indented traceback line, or a line cut mid-word at the 80 columns of a Windows console or an
+        # e-mail (a log with one long line has one piece of that width: no second one to share it with)
+        if first == last and (lines[i].text[:1].isspace() or (w == CONSOLE_WIDTH and _cut_mid_word(lines[i].text, lines[i + 1].text))):
             near = widths[max(0, i - LONE_WRAP_WINDOW) : i + LONE_WRAP_WINDOW]
             if max(near) == w and near.count(w) == 1:
                 lone.add(i)
     return shared, lone
+
+
+def _cut_mid_word(text: str, follow: str) -> bool:
+    """The break falls inside a word or a path (`.../work/tor` + `ch/lib/...`): no line of its own ends and
+    starts so."""
+    return text[-1:].isalnum() and (follow[:1].isalnum() or follow[:1] in "_/.")
 
 
 def _continuation(cur: Line, nxt: Line, head: str) -> str | None:
@@ -354,7 +363,7 @@ def _prefixed_only(cur: Line, nxt: Line) -> bool:
 def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) -> bool:
     if _RULE_LINE.match(text) or follow[:12] == text[:12] or (not prefixed_only and _RECORD_START.match(follow)):
         return False
-    if width == 80:
+    if width == CONSOLE_WIDTH:
         return True
     return not follow[:2].isspace()  # a cut before a space leaves one; an indented line of its own has two or more
 

@@ -133,3 +133,26 @@ def test_training_output_after_a_cut_traceback_is_not_its_message() -> None:
     )
     noisy = key(head + "Epoch 3:  41%|####      | 4100/10000 [12:01<17:18,  5.68it/s, loss=0.3121]\n" * 3)
     assert noisy == key(head) == "nan_inf_detected |  | at fit.py:run_epoch"
+
+
+def test_the_one_long_line_of_a_paste_cut_mid_word_at_80_is_rejoined() -> None:
+    """A paste with a single line over 80 columns has a single piece of 80: no second one shares the width,
+    but a cut inside a word or a path is no line of its own."""
+    text = (
+        "RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1700000000000/work/torch/csrc/distributed/"
+        "c10d/ProcessGroupNCCL.cpp:1275, unhandled cuda error, NCCL version 2.14.3\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+    )
+    assert texts(wrap(text, 80)) == text.splitlines()
+    assert key(wrap(text, 80)) == key(text)
+    message = "ValueError: y_pred must have shape (batch_size, num_classes, ...) and y must have shape (batch_size, ...)\n"
+    assert texts(wrap(message, 80)) == [message.strip()]
+
+
+def test_an_80_column_line_that_ends_a_word_is_no_wrap() -> None:
+    """Lines of exactly 80 columns occur: one that ends where a word ends, or before an indented line, stays."""
+    line = "step 4100 lr 1.0e-04 grad_norm 0.812 loss 0.3121 val_loss 0.2950 best 0.2810 ok."
+    assert len(line) == 80
+    assert texts(line + "\nnext epoch\n") == [line, "next epoch"]
+    word = line[:-1] + "x"
+    assert texts(word + "\n  File \"/w/a.py\", line 3, in f\n") == [word, '  File "/w/a.py", line 3, in f']
