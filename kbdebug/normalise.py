@@ -240,17 +240,22 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
     return seg, rank, time
 
 
-def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
-    bare, rank, time = _strip_prefixes(seg)
-    if len(bare) < len(seg) and bare.lstrip()[:1] == "`":  # quoted, ranked or stamped code: its backticks follow the prefix
-        bare = _uncode(bare)
-    seg = bare
+def _pieces(seg: str) -> list[str]:
+    """The records glued onto one line, and a flattened traceback's lines, apart."""
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
     if seg[:1].isspace() and seg.endswith(":"):
         parts = [p for part in parts for p in _TYPE_AT_END.split(part)]
-    for i, part in enumerate(parts):
+    return parts
+
+
+def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
+    bare, rank, time = _strip_prefixes(seg)
+    if len(bare) < len(seg) and bare.lstrip()[:1] == "`":  # quoted, ranked or stamped code: its backticks follow the prefix
+        bare = _uncode(bare)
+    seg = bare
+    for i, part in enumerate(_pieces(seg)):
         if not part.strip():
             continue
         part = cut(part, MAX_LINE)
@@ -305,10 +310,13 @@ def _rejoin_wrapped(
             total += widths[i]
         if i > start and "**" in text:  # Markdown bold opened before the wrap and closed after it
             text = _BOLD.sub(r"\1", text)
-        out.append(cur._replace(text=text))
-        out_heads.append(heads[start])
-        out_widths.append(total if i > start else widths[i])
-        out_ends.append(ends[i])
+        # a flattened traceback or glued records cut by the wrap are told apart only once whole again
+        parts = [p for p in _pieces(text) if p.strip()] if i > start else [text]
+        for k, part in enumerate(parts or [text]):
+            out.append(cur._replace(text=part))
+            out_heads.append(heads[start] if k == 0 else None)
+            out_widths.append((total if i > start else widths[i]) if k == len(parts) - 1 else len(part))
+            out_ends.append(ends[i])
         i += 1
     return out, out_heads, out_widths, out_ends
 

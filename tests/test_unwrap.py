@@ -156,3 +156,11 @@ def test_an_80_column_line_that_ends_a_word_is_no_wrap() -> None:
     assert texts(line + "\nnext epoch\n") == [line, "next epoch"]
     word = line[:-1] + "x"
     assert texts(word + "\n  File \"/w/a.py\", line 3, in f\n") == [word, '  File "/w/a.py", line 3, in f']
+
+
+def test_a_flattened_traceback_wrapped_at_80_is_read_as_its_frames() -> None:
+    """A traceback pasted as one paragraph, then hard-wrapped: its frames are told apart once the pieces
+    are whole again, so the user's frame and the exception are read as from the paragraph."""
+    flat = " ".join(ln.strip() for ln in TRACEBACK.splitlines()) + "\n"
+    assert key(wrap(flat, 80)) == key(flat) == key(TRACEBACK)
+    assert key(flat).endswith("| at metrics_iou.py:add_batch")
