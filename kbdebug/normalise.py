@@ -99,6 +99,7 @@ _RULE_LINE = re.compile(r"^[-=_*#~\s]+$")
 # full-width ASCII block (U+FF01-U+FF5E) and the ideographic space back, so `RuntimeError：CUDA error：`
 # reads as it was printed.
 _FULLWIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | {0x3000: 0x20}
+_WHOLE_FRAME = re.compile(r'^\s*File "[^"\n]*", line \d+, in [\w<>.]+$')
 _FRAME_AT = re.compile(r'File "[^"\n]*", line \d+(?:, in [^\s(]+)?')
 _EXC_AT = re.compile(r"(?<=\s)(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s)")
 
@@ -372,7 +373,9 @@ def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) 
     if _RULE_LINE.match(text) or follow[:12] == text[:12] or (not prefixed_only and _RECORD_START.match(follow)):
         return False
     if width == CONSOLE_WIDTH:
-        return True
+        # ... except a frame line that is whole (it ends in its function's name) before its indented source
+        # line: a frame exactly as wide as the console
+        return not (follow[:2].isspace() and _WHOLE_FRAME.match(text))
     return not follow[:2].isspace()  # a cut before a space leaves one; an indented line of its own has two or more
 
 

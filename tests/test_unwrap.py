@@ -164,3 +164,22 @@ def test_a_flattened_traceback_wrapped_at_80_is_read_as_its_frames() -> None:
     flat = " ".join(ln.strip() for ln in TRACEBACK.splitlines()) + "\n"
     assert key(wrap(flat, 80)) == key(flat) == key(TRACEBACK)
     assert key(flat).endswith("| at metrics_iou.py:add_batch")
+
+
+def test_a_frame_line_exactly_80_wide_is_not_joined_to_its_source_line() -> None:
+    """At 80 columns a cut may fall anywhere, but a frame line that ends in its function's name, followed
+    by its indented source line, is whole: the source line stays the frame's code, not part of its name."""
+    frame = '  File "/w/proj/utils/common.py", line 9, in to_onehot'
+    frame = frame.replace("/w/", "/w/" + "x" * (79 - len(frame)) + "/")
+    assert len(frame) == 80
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/proj/train.py", line 46, in train\n'
+        "    target = common.to_onehot(target, n_labels, dims=(0, 2, 3, 4), dtype=torch.float32, keep=True)\n"
+        f"{frame}\n"
+        "    out = torch.zeros(n, k, s, h, w).scatter_(1, labels.view(n, 1, s, h, w).long(), 1)\n"
+        "RuntimeError: index 243 is out of bounds for dimension 1 with size 2\n"
+    )
+    assert frame in texts(wrap(text, 80))
+    assert key(wrap(text, 80)) == key(text)
+    assert key(text).endswith("| at common.py:to_onehot")
