@@ -46,7 +46,8 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # are kept on the Line (the time is read by kbdebug/stamps.py).
 _PREFIXES = [
     re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),
-    re.compile(r"^\[default(?P<rank>\d+)\]:\s?"),
+    # torchrun's --tee (TailLog) writes `[default0]:` and then the line verbatim: its indentation is the line's
+    re.compile(r"^\[default(?P<rank>\d+)\]:"),
     re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(?P<rank>\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"),
     # systemd's journal: `Oct 04 15:02:41 host unit[394]: `
     re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: "),

@@ -10,6 +10,7 @@ import pytest
 from kbdebug.api import diagnose_text
 from kbdebug.diagnoser.match import rank_list
 from kbdebug.diagnoser.signature import normalise_message
+from kbdebug.normalise import lines_of
 
 ASSERT = (
     "{prefix}/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{line}: operator(): block: [{b},0,0], "
@@ -80,6 +81,20 @@ def test_a_prefixed_blank_line_is_blank_and_the_user_frame_after_it_is_kept() ->
     assert root is not None and root.signature_key.endswith("| at run.py:main")
     for prefix in ("[default3]:", "[rank3]: ", "3: ", "2024-05-01 12:00:01,007 - ERROR - "):
         assert sig(prefixed(text, prefix)) == root.signature, prefix
+
+
+def test_torchrun_tee_prefix_keeps_the_lines_own_indentation() -> None:
+    """torchrun's TailLog writes `[default5]:` and the line verbatim: a source line indented by one space
+    stays indented (it is the failing op read outside a traceback), so the cause read from it stays."""
+    text = (
+        " tp = torch.sum(targets * preds, dim=(2, 3))\n"
+        "RuntimeError: The size of tensor a (4) must match the size of tensor b (21) at non-singleton dimension 1\n"
+    )
+    root = diagnose_text(text).root
+    assert root is not None
+    tee = diagnose_text(prefixed(text, "[default5]:")).root
+    assert tee is not None and (tee.rule, tee.signature) == (root.rule, root.signature)
+    assert lines_of(prefixed('  File "/w/a.py", line 3, in f\n', "[default0]:"))[0].text == '  File "/w/a.py", line 3, in f'
 
 
 def test_other_cause_or_other_site_is_another_signature() -> None:
