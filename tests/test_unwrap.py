@@ -183,3 +183,19 @@ def test_a_frame_line_exactly_80_wide_is_not_joined_to_its_source_line() -> None
     assert frame in texts(wrap(text, 80))
     assert key(wrap(text, 80)) == key(text)
     assert key(text).endswith("| at common.py:to_onehot")
+
+
+def test_a_progress_bar_after_the_exception_is_not_its_message() -> None:
+    """The training goes on printing after the error (another rank, another worker): tqdm's bar, with
+    `loss=` in its postfix, is not read as the message, so it cannot turn a plain broadcast clash into a
+    loss's label/prediction mismatch."""
+    text = (
+        '  File "/w/crf.py", line 41, in refine\n'
+        "    out = (self.alpha - self.beta) * unary + pairwise\n"
+        "RuntimeError: The size of tensor a (256) must match the size of tensor b (21) at non-singleton dimension 1\n"
+    )
+    bar = "Epoch 2:  17%|##        | 170/1000 [01:02<05:04,  2.73it/s, loss=0.412, v_num=3]\n"
+    clean, noisy = diagnose_text(text).root, diagnose_text(text + bar * 4).root
+    assert clean is not None and noisy is not None
+    assert (noisy.rule, noisy.signature) == (clean.rule, clean.signature) == ("broadcast_shape_mismatch", clean.signature)
+    assert "loss=" not in noisy.facts["error_message"]

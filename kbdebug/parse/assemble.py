@@ -14,7 +14,7 @@ from kbdebug.parse.grammar import GRAMMARS, parse
 from kbdebug.parse.job import JobReader
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
-from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader, raised_literal
+from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, PROGRESS_BAR, TracebackReader, raised_literal
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
 
 FALLBACK_LINES = 3
@@ -107,6 +107,8 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         ):
             if self.assertion(line):
                 return
+        if self.exc is not None and PROGRESS_BAR.search(text):
+            self._close_exc()  # the error's message has ended: the training output goes on
         if self.pending_warning is not None:
             self._warning_message(line)
         if line_start("traceback").match(stripped):
