@@ -89,6 +89,7 @@ _BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 _RECORD_START = re.compile(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
     r"|\w+(?:\.\w+)*(?:Error|Exception|Warning):)|.*Traceback \(most recent call last\)"
+    r"|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\s*$"  # an exception raised without a message: its type alone
     # a shell's whole line for the job it lost, never the end of a wrapped line: it follows progress bars
     # redrawn at one width (tqdm), which would otherwise read as a wrap
     r"|^(?:Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"

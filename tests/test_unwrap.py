@@ -199,3 +199,16 @@ def test_a_progress_bar_after_the_exception_is_not_its_message() -> None:
     assert clean is not None and noisy is not None
     assert (noisy.rule, noisy.signature) == (clean.rule, clean.signature) == ("broadcast_shape_mismatch", clean.signature)
     assert "loss=" not in noisy.facts["error_message"]
+
+
+def test_an_exception_type_alone_is_a_line_of_its_own_after_a_stamped_source_line() -> None:
+    """`assert a == b` fails with the bare `AssertionError` under it; stamped by a logging handler, the
+    source line is the widest of its neighbourhood, but the type alone is a line of its own, not its end."""
+    text = (
+        " in dice_loss\n"
+        "    assert prediction.shape == label.shape, 'the shapes differ'\n"
+        "AssertionError\n"
+    )
+    stamped = "".join(f"2024-05-01 12:00:0{k},{k * 7:03d} - ERROR - {ln}\n" for k, ln in enumerate(text.splitlines()))
+    assert texts(stamped)[-1] == "AssertionError"
+    assert key(stamped) == key(text)
