@@ -212,3 +212,15 @@ def test_an_exception_type_alone_is_a_line_of_its_own_after_a_stamped_source_lin
     stamped = "".join(f"2024-05-01 12:00:0{k},{k * 7:03d} - ERROR - {ln}\n" for k, ln in enumerate(text.splitlines()))
     assert texts(stamped)[-1] == "AssertionError"
     assert key(stamped) == key(text)
+
+
+def test_the_source_line_after_a_finished_warning_is_still_the_failing_line() -> None:
+    """A warning's message is its one line: the indented source line printed after it is no part of it and
+    is read as the failing line of the bare error under it, as with no warning before."""
+    text = "    assert prediction.shape == label.shape\nAssertionError\n"
+    warning = (
+        "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create "
+        "8 worker processes in total.\nINFO: resuming from the last checkpoint\n"
+    )
+    assert key(warning + text) == key(text)
+    assert key(text).startswith("target_shape_mismatch | AssertionError")  # read from the assert's source line

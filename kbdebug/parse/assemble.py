@@ -55,7 +55,9 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
     def run(self, lines: list[Line]) -> list[Record]:
         for line in (piece for whole in lines for piece in unglue(whole)):
             self.line(line)
-            self.free_code = line.text.strip() if line.text[:1].isspace() and self.exc is None and not self.frames else None
+            # (an exception whose message is complete, a warning's one line, takes no more lines: it is no context)
+            done = self.exc is None or self.exc_lines >= self._message_limit()
+            self.free_code = line.text.strip() if line.text[:1].isspace() and done and not self.frames else None
         self._close_exc()
         if not self.out and lines:  # no format recognised: the last lines may still be an error's message
             tail = lines[-FALLBACK_LINES:]
