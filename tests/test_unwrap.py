@@ -224,3 +224,18 @@ def test_the_source_line_after_a_finished_warning_is_still_the_failing_line() ->
     )
     assert key(warning + text) == key(text)
     assert key(text).startswith("target_shape_mismatch | AssertionError")  # read from the assert's source line
+
+
+def test_training_output_after_a_traceback_cut_at_its_raise_is_not_the_message() -> None:
+    """The paste stops at the frame that raises a literal, and the job's output goes on below it: that output
+    is not the error's message; the raised literal is, as when the paste ends there."""
+    cut = (
+        "Traceback (most recent call last):\n"
+        '  File "C:\\\\work\\\\seq\\\\run_copy.py", line 51, in <module>\n'
+        "    net.cuda()\n"
+        '  File "C:\\\\envs\\\\t\\\\lib\\\\site-packages\\\\torch\\\\cuda\\\\__init__.py", line 208, in _lazy_init\n'
+        '    raise AssertionError("Torch not compiled with CUD\n'
+    )
+    noisy = cut + "step 4100 lr 1.0e-04 grad_norm 0.812\nINFO: validation loss did not improve (best 0.2810)\n" * 5
+    assert key(noisy) == key(cut)
+    assert "AssertionError: Torch not compiled with CUD | at run_copy.py:<module>" in key(cut)
