@@ -52,7 +52,7 @@ _PREFIXES = [
     # systemd's journal: `Oct 04 15:02:41 host unit[394]: `
     re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: "),
     # glog / vLLM style: `ERROR 03-19 07:27:53 [file.py:375] `
-    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\] "),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\](?: |$)"),
     # glog itself: `I0501 12:03:11.123456 12345 file.cc:123] `
     re.compile(r"^(?P<time>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) +\d+ [^\]\s]+:\d+\] "),
     # a notebook's or a chat's `Error: ` before the exception line itself

@@ -239,3 +239,21 @@ def test_training_output_after_a_traceback_cut_at_its_raise_is_not_the_message()
     noisy = cut + "step 4100 lr 1.0e-04 grad_norm 0.812\nINFO: validation loss did not improve (best 0.2810)\n" * 5
     assert key(noisy) == key(cut)
     assert "AssertionError: Torch not compiled with CUD | at run_copy.py:<module>" in key(cut)
+
+
+def test_a_wrap_right_after_a_workers_log_prefix_leaves_the_line_to_the_next_row() -> None:
+    """vLLM's worker prefix `(Worker rank=N pid=N) ERROR <time> [file.py:N] ` is as wide as the console: the
+    wrap falls on the space after its `]`, the row holds the prefix alone and the line goes on below it."""
+    head = "(Worker rank={r} pid=9123{r}) ERROR 11-02 08:14:55 [{f}.py:612]"
+    pad = "w" * (80 - len(head.format(r=1, f="")))
+    body = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/lib/python3.10/site-packages/vllm/worker/model_runner_for_tests.py", line 1548, in profile_run\n'
+        "    raise RuntimeError(\n"
+        "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests.\n"
+    )
+    lines = ("WorkerProc hit an exception.", *body.splitlines())
+    text = "".join(f"{head.format(r=r, f=pad)} {ln}\n" for r in (1, 0) for ln in lines)
+    assert len(head.format(r=1, f=pad)) == 80
+    assert key(wrap(text, 80)) == key(text)
+    assert key(text).startswith("cuda_oom | RuntimeError: CUDA out of memory occurred when warming up")
