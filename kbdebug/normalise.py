@@ -46,12 +46,13 @@ _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # are kept on the Line (the time is read by kbdebug/stamps.py).
 _PREFIXES = [
     re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),
-    re.compile(r"^\[default(?P<rank>\d+)\]:\s?"),
+    # torchrun's --tee (TailLog) writes `[default0]:` and then the line verbatim: its indentation is the line's
+    re.compile(r"^\[default(?P<rank>\d+)\]:"),
     re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(?P<rank>\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"),
     # systemd's journal: `Oct 04 15:02:41 host unit[394]: `
     re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: "),
     # glog / vLLM style: `ERROR 03-19 07:27:53 [file.py:375] `
-    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\] "),
+    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\](?: |$)"),
     # glog itself: `I0501 12:03:11.123456 12345 file.cc:123] `
     re.compile(r"^(?P<time>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) +\d+ [^\]\s]+:\d+\] "),
     # a notebook's or a chat's `Error: ` before the exception line itself
@@ -62,7 +63,7 @@ _PREFIXES = [
     re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"),
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
     re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
-    re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S)"),
+    re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S|$)"),
     # a wrapper re-printing its child's streams (`accelerate test`, subprocess runners): `stderr: ` on every line
     re.compile(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
     # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .)
@@ -88,6 +89,7 @@ _BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 _RECORD_START = re.compile(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
     r"|\w+(?:\.\w+)*(?:Error|Exception|Warning):)|.*Traceback \(most recent call last\)"
+    r"|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\s*$"  # an exception raised without a message: its type alone
     # a shell's whole line for the job it lost, never the end of a wrapped line: it follows progress bars
     # redrawn at one width (tqdm), which would otherwise read as a wrap
     r"|^(?:Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"
@@ -99,6 +101,7 @@ _RULE_LINE = re.compile(r"^[-=_*#~\s]+$")
 # full-width ASCII block (U+FF01-U+FF5E) and the ideographic space back, so `RuntimeError：CUDA error：`
 # reads as it was printed.
 _FULLWIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | {0x3000: 0x20}
+_WHOLE_FRAME = re.compile(r'^\s*File "[^"\n]*", line \d+, in [\w<>.]+$')
 _FRAME_AT = re.compile(r'File "[^"\n]*", line \d+(?:, in [^\s(]+)?')
 _EXC_AT = re.compile(r"(?<=\s)(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s)")
 
@@ -204,10 +207,15 @@ def _clean(seg: str, in_box: bool) -> str:
         seg = _BOLD.sub(r"\1", seg)
     if _CTRL.search(seg):
         seg = _CTRL.sub("", seg)
+    return _uncode(seg)
+
+
+def _uncode(seg: str) -> str:
+    """A line pasted as Markdown code (a fence, or inline: `RuntimeError: ...`) without its backticks."""
     stripped = seg.strip()
     if stripped.startswith("```"):
         seg = stripped.strip("`")
-    elif stripped.startswith("`"):  # a line pasted as Markdown inline code: `RuntimeError: ...`
+    elif stripped.startswith("`"):
         seg = stripped[1:]
         if seg.endswith("`") and seg.count("`") % 2:
             seg = seg[:-1]
@@ -220,7 +228,7 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
     for _ in range(6):
         for pattern in _PREFIXES:
             m = pattern.match(seg)
-            if m and m.end() < len(seg):
+            if m and m.end():  # a line that is all prefix was a blank line before it was prefixed
                 found = m.groupdict()
                 if rank is None and found.get("rank") is not None:
                     rank = int(found["rank"])
@@ -235,14 +243,22 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
     return seg, rank, time
 
 
-def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
-    seg, rank, time = _strip_prefixes(seg)
+def _pieces(seg: str) -> list[str]:
+    """The records glued onto one line, and a flattened traceback's lines, apart."""
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
     if seg[:1].isspace() and seg.endswith(":"):
         parts = [p for part in parts for p in _TYPE_AT_END.split(part)]
-    for i, part in enumerate(parts):
+    return parts
+
+
+def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
+    bare, rank, time = _strip_prefixes(seg)
+    if len(bare) < len(seg) and bare.lstrip()[:1] == "`":  # quoted, ranked or stamped code: its backticks follow the prefix
+        bare = _uncode(bare)
+    seg = bare
+    for i, part in enumerate(_pieces(seg)):
         if not part.strip():
             continue
         part = cut(part, MAX_LINE)
@@ -254,6 +270,7 @@ def _split_prefixed(seg: str, no: int) -> Iterator[Line]:
 
 
 MAX_REWRAPS = 3
+CONSOLE_WIDTH = 80  # Windows' console and e-mail clients wrap here, anywhere in a line
 MIN_WRAP = 60  # narrower widths are too common among lines of their own to tell a wrap
 LONE_WRAP_WINDOW = 20  # a width only one line has is a wrap only when no line this near is longer
 _BARE_RANK = re.compile(r"^\d{1,4}: ")
@@ -296,10 +313,13 @@ def _rejoin_wrapped(
             total += widths[i]
         if i > start and "**" in text:  # Markdown bold opened before the wrap and closed after it
             text = _BOLD.sub(r"\1", text)
-        out.append(cur._replace(text=text))
-        out_heads.append(heads[start])
-        out_widths.append(total if i > start else widths[i])
-        out_ends.append(ends[i])
+        # a flattened traceback or glued records cut by the wrap are told apart only once whole again
+        parts = [p for p in _pieces(text) if p.strip()] if i > start else [text]
+        for k, part in enumerate(parts or [text]):
+            out.append(cur._replace(text=part))
+            out_heads.append(heads[start] if k == 0 else None)
+            out_widths.append((total if i > start else widths[i]) if k == len(parts) - 1 else len(part))
+            out_ends.append(ends[i])
         i += 1
     return out, out_heads, out_widths, out_ends
 
@@ -312,17 +332,25 @@ def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[in
     span: dict[int, tuple[int, int]] = {}
     for i, w in enumerate(widths):
         if w >= MIN_WRAP and i + 1 < len(lines):
-            pairs.setdefault(w, set()).add((lines[i].text, lines[i + 1].text if w == 80 else ""))
+            pairs.setdefault(w, set()).add((lines[i].text, lines[i + 1].text if w == CONSOLE_WIDTH else ""))
             span[w] = (span[w][0] if w in span else i, i)
     shared = {w for w, p in pairs.items() if len(p) >= 2 and w <= 400 and max(widths[span[w][0] : span[w][1] + 2]) <= w}
     lone = set()
     for w, (first, last) in span.items():
         i = first
-        if first == last and lines[i].text[:1].isspace():
+        # an indented traceback line, or a line cut mid-word at the 80 columns of a Windows console or an
+        # e-mail (a log with one long line has one piece of that width: no second one to share it with)
+        if first == last and (lines[i].text[:1].isspace() or (w == CONSOLE_WIDTH and _cut_mid_word(lines[i].text, lines[i + 1].text))):
             near = widths[max(0, i - LONE_WRAP_WINDOW) : i + LONE_WRAP_WINDOW]
             if max(near) == w and near.count(w) == 1:
                 lone.add(i)
     return shared, lone
+
+
+def _cut_mid_word(text: str, follow: str) -> bool:
+    """The break falls inside a word or a path (`.../work/tor` + `ch/lib/...`): no line of its own ends and
+    starts so."""
+    return text[-1:].isalnum() and (follow[:1].isalnum() or follow[:1] in "_/.")
 
 
 def _continuation(cur: Line, nxt: Line, head: str) -> str | None:
@@ -346,8 +374,10 @@ def _prefixed_only(cur: Line, nxt: Line) -> bool:
 def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) -> bool:
     if _RULE_LINE.match(text) or follow[:12] == text[:12] or (not prefixed_only and _RECORD_START.match(follow)):
         return False
-    if width == 80:
-        return True
+    if width == CONSOLE_WIDTH:
+        # ... except a frame line that is whole (it ends in its function's name) before its indented source
+        # line: a frame exactly as wide as the console
+        return not (follow[:2].isspace() and _WHOLE_FRAME.match(text))
     return not follow[:2].isspace()  # a cut before a space leaves one; an indented line of its own has two or more
 
 

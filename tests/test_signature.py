@@ -10,6 +10,7 @@ import pytest
 from kbdebug.api import diagnose_text
 from kbdebug.diagnoser.match import rank_list
 from kbdebug.diagnoser.signature import normalise_message
+from kbdebug.normalise import lines_of
 
 ASSERT = (
     "{prefix}/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{line}: operator(): block: [{b},0,0], "
@@ -43,6 +44,57 @@ def test_same_crash_in_another_run_rank_and_paste_has_one_signature() -> None:
         "step 1 loss 0.3\n" * 500 + ASSERT.format(prefix="", line=365, b=4, t=9, root="/home/a", uline=88) + "step 2\n" * 20,
     ]
     assert {sig(v) for v in variants} == {a}
+
+
+def prefixed(text: str, prefix: str) -> str:
+    return "".join(prefix + ln + "\n" for ln in text.splitlines())
+
+
+def test_inline_code_line_keeps_its_signature_when_quoted_ranked_or_stamped() -> None:
+    """A message pasted as Markdown inline code, then quoted in a reply or prefixed by a launcher: the
+    backticks follow the prefix and are dropped there as they are on a bare line."""
+    text = "`RuntimeError: The NVIDIA driver on your system is too old (found version 11020). Please update it.`\n"
+    root = diagnose_text(text).root
+    assert root is not None and "RuntimeError: The NVIDIA driver on your system is too old" in root.signature_key
+    for prefix in ("> ", "[rank3]: ", "2024-05-01 12:00:01,007 - ERROR - "):
+        assert sig(prefixed(text, prefix)) == root.signature, prefix
+
+
+def test_a_prefixed_blank_line_is_blank_and_the_user_frame_after_it_is_kept() -> None:
+    """A launcher or a logging handler prefixes the blank lines too: `[default3]:` alone is a blank line,
+    not an exception message after a frame's source line, so the cut traceback around it still locates
+    the user's call."""
+    text = (
+        "RuntimeError: CUDA error: invalid device ordinal\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/w/run.py", line 10, in <module>\n'
+        "    main()\n"
+        '  File "/w/run.py", line 5, in main\n'
+        "    torch.cuda.set_device(7)\n"
+        "\n"
+        '  File "/usr/lib/python3.10/site-packages/torch/cuda/__init__.py", line 350, in set_device\n'
+        "    torch._C._cuda_setDevice(device)\n"
+    )
+    root = diagnose_text(text).root
+    assert root is not None and root.signature_key.endswith("| at run.py:main")
+    for prefix in ("[default3]:", "[rank3]: ", "3: ", "2024-05-01 12:00:01,007 - ERROR - "):
+        assert sig(prefixed(text, prefix)) == root.signature, prefix
+
+
+def test_torchrun_tee_prefix_keeps_the_lines_own_indentation() -> None:
+    """torchrun's TailLog writes `[default5]:` and the line verbatim: a source line indented by one space
+    stays indented (it is the failing op read outside a traceback), so the cause read from it stays."""
+    text = (
+        " tp = torch.sum(targets * preds, dim=(2, 3))\n"
+        "RuntimeError: The size of tensor a (4) must match the size of tensor b (21) at non-singleton dimension 1\n"
+    )
+    root = diagnose_text(text).root
+    assert root is not None
+    tee = diagnose_text(prefixed(text, "[default5]:")).root
+    assert tee is not None and (tee.rule, tee.signature) == (root.rule, root.signature)
+    assert lines_of(prefixed('  File "/w/a.py", line 3, in f\n', "[default0]:"))[0].text == '  File "/w/a.py", line 3, in f'
 
 
 def test_other_cause_or_other_site_is_another_signature() -> None:

@@ -133,3 +133,123 @@ def test_training_output_after_a_cut_traceback_is_not_its_message() -> None:
     )
     noisy = key(head + "Epoch 3:  41%|####      | 4100/10000 [12:01<17:18,  5.68it/s, loss=0.3121]\n" * 3)
     assert noisy == key(head) == "nan_inf_detected |  | at fit.py:run_epoch"
+
+
+def test_the_one_long_line_of_a_paste_cut_mid_word_at_80_is_rejoined() -> None:
+    """A paste with a single line over 80 columns has a single piece of 80: no second one shares the width,
+    but a cut inside a word or a path is no line of its own."""
+    text = (
+        "RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1700000000000/work/torch/csrc/distributed/"
+        "c10d/ProcessGroupNCCL.cpp:1275, unhandled cuda error, NCCL version 2.14.3\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+    )
+    assert texts(wrap(text, 80)) == text.splitlines()
+    assert key(wrap(text, 80)) == key(text)
+    message = "ValueError: y_pred must have shape (batch_size, num_classes, ...) and y must have shape (batch_size, ...)\n"
+    assert texts(wrap(message, 80)) == [message.strip()]
+
+
+def test_an_80_column_line_that_ends_a_word_is_no_wrap() -> None:
+    """Lines of exactly 80 columns occur: one that ends where a word ends, or before an indented line, stays."""
+    line = "step 4100 lr 1.0e-04 grad_norm 0.812 loss 0.3121 val_loss 0.2950 best 0.2810 ok."
+    assert len(line) == 80
+    assert texts(line + "\nnext epoch\n") == [line, "next epoch"]
+    word = line[:-1] + "x"
+    assert texts(word + '\n  File "/w/a.py", line 3, in f\n') == [word, '  File "/w/a.py", line 3, in f']
+
+
+def test_a_flattened_traceback_wrapped_at_80_is_read_as_its_frames() -> None:
+    """A traceback pasted as one paragraph, then hard-wrapped: its frames are told apart once the pieces
+    are whole again, so the user's frame and the exception are read as from the paragraph."""
+    flat = " ".join(ln.strip() for ln in TRACEBACK.splitlines()) + "\n"
+    assert key(wrap(flat, 80)) == key(flat) == key(TRACEBACK)
+    assert key(flat).endswith("| at metrics_iou.py:add_batch")
+
+
+def test_a_frame_line_exactly_80_wide_is_not_joined_to_its_source_line() -> None:
+    """At 80 columns a cut may fall anywhere, but a frame line that ends in its function's name, followed
+    by its indented source line, is whole: the source line stays the frame's code, not part of its name."""
+    frame = '  File "/w/proj/utils/common.py", line 9, in to_onehot'
+    frame = frame.replace("/w/", "/w/" + "x" * (79 - len(frame)) + "/")
+    assert len(frame) == 80
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/w/proj/train.py", line 46, in train\n'
+        "    target = common.to_onehot(target, n_labels, dims=(0, 2, 3, 4), dtype=torch.float32, keep=True)\n"
+        f"{frame}\n"
+        "    out = torch.zeros(n, k, s, h, w).scatter_(1, labels.view(n, 1, s, h, w).long(), 1)\n"
+        "RuntimeError: index 243 is out of bounds for dimension 1 with size 2\n"
+    )
+    assert frame in texts(wrap(text, 80))
+    assert key(wrap(text, 80)) == key(text)
+    assert key(text).endswith("| at common.py:to_onehot")
+
+
+def test_a_progress_bar_after_the_exception_is_not_its_message() -> None:
+    """The training goes on printing after the error (another rank, another worker): tqdm's bar, with
+    `loss=` in its postfix, is not read as the message, so it cannot turn a plain broadcast clash into a
+    loss's label/prediction mismatch."""
+    text = (
+        '  File "/w/crf.py", line 41, in refine\n'
+        "    out = (self.alpha - self.beta) * unary + pairwise\n"
+        "RuntimeError: The size of tensor a (256) must match the size of tensor b (21) at non-singleton dimension 1\n"
+    )
+    bar = "Epoch 2:  17%|##        | 170/1000 [01:02<05:04,  2.73it/s, loss=0.412, v_num=3]\n"
+    clean, noisy = diagnose_text(text).root, diagnose_text(text + bar * 4).root
+    assert clean is not None and noisy is not None
+    assert (noisy.rule, noisy.signature) == (clean.rule, clean.signature) == ("broadcast_shape_mismatch", clean.signature)
+    assert "loss=" not in noisy.facts["error_message"]
+
+
+def test_an_exception_type_alone_is_a_line_of_its_own_after_a_stamped_source_line() -> None:
+    """`assert a == b` fails with the bare `AssertionError` under it; stamped by a logging handler, the
+    source line is the widest of its neighbourhood, but the type alone is a line of its own, not its end."""
+    text = " in dice_loss\n    assert prediction.shape == label.shape, 'the shapes differ'\nAssertionError\n"
+    stamped = "".join(f"2024-05-01 12:00:0{k},{k * 7:03d} - ERROR - {ln}\n" for k, ln in enumerate(text.splitlines()))
+    assert texts(stamped)[-1] == "AssertionError"
+    assert key(stamped) == key(text)
+
+
+def test_the_source_line_after_a_finished_warning_is_still_the_failing_line() -> None:
+    """A warning's message is its one line: the indented source line printed after it is no part of it and
+    is read as the failing line of the bare error under it, as with no warning before."""
+    text = "    assert prediction.shape == label.shape\nAssertionError\n"
+    warning = (
+        "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create "
+        "8 worker processes in total.\nINFO: resuming from the last checkpoint\n"
+    )
+    assert key(warning + text) == key(text)
+    assert key(text).startswith("target_shape_mismatch | AssertionError")  # read from the assert's source line
+
+
+def test_training_output_after_a_traceback_cut_at_its_raise_is_not_the_message() -> None:
+    """The paste stops at the frame that raises a literal, and the job's output goes on below it: that output
+    is not the error's message; the raised literal is, as when the paste ends there."""
+    cut = (
+        "Traceback (most recent call last):\n"
+        '  File "C:\\\\work\\\\seq\\\\run_copy.py", line 51, in <module>\n'
+        "    net.cuda()\n"
+        '  File "C:\\\\envs\\\\t\\\\lib\\\\site-packages\\\\torch\\\\cuda\\\\__init__.py", line 208, in _lazy_init\n'
+        '    raise AssertionError("Torch not compiled with CUD\n'
+    )
+    noisy = cut + "step 4100 lr 1.0e-04 grad_norm 0.812\nINFO: validation loss did not improve (best 0.2810)\n" * 5
+    assert key(noisy) == key(cut)
+    assert "AssertionError: Torch not compiled with CUD | at run_copy.py:<module>" in key(cut)
+
+
+def test_a_wrap_right_after_a_workers_log_prefix_leaves_the_line_to_the_next_row() -> None:
+    """vLLM's worker prefix `(Worker rank=N pid=N) ERROR <time> [file.py:N] ` is as wide as the console: the
+    wrap falls on the space after its `]`, the row holds the prefix alone and the line goes on below it."""
+    head = "(Worker rank={r} pid=9123{r}) ERROR 11-02 08:14:55 [{f}.py:612]"
+    pad = "w" * (80 - len(head.format(r=1, f="")))
+    body = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/lib/python3.10/site-packages/vllm/worker/model_runner_for_tests.py", line 1548, in profile_run\n'
+        "    raise RuntimeError(\n"
+        "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests.\n"
+    )
+    lines = ("WorkerProc hit an exception.", *body.splitlines())
+    text = "".join(f"{head.format(r=r, f=pad)} {ln}\n" for r in (1, 0) for ln in lines)
+    assert len(head.format(r=1, f=pad)) == 80
+    assert key(wrap(text, 80)) == key(text)
+    assert key(text).startswith("cuda_oom | RuntimeError: CUDA out of memory occurred when warming up")

@@ -14,7 +14,7 @@ from kbdebug.parse.grammar import GRAMMARS, parse
 from kbdebug.parse.job import JobReader
 from kbdebug.parse.messages import MessageReader
 from kbdebug.parse.sanitizer import _SAN_CMD, _SAN_TOOL_OPT, SanitizerReader
-from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, TracebackReader, raised_literal
+from kbdebug.parse.tracebacks import _CARETS, MAX_MESSAGE_LINES, MIN_CUT_MESSAGE, PROGRESS_BAR, TracebackReader, raised_literal
 from kbdebug.records import ArchWarning, CppException, CudaError, ElasticFailure, Frame, PyException, Record, SanitizerReport
 
 FALLBACK_LINES = 3
@@ -55,7 +55,9 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
     def run(self, lines: list[Line]) -> list[Record]:
         for line in (piece for whole in lines for piece in unglue(whole)):
             self.line(line)
-            self.free_code = line.text.strip() if line.text[:1].isspace() and self.exc is None and not self.frames else None
+            # (an exception whose message is complete, a warning's one line, takes no more lines: it is no context)
+            done = self.exc is None or self.exc_lines >= self._message_limit()
+            self.free_code = line.text.strip() if line.text[:1].isspace() and done and not self.frames else None
         self._close_exc()
         if not self.out and lines:  # no format recognised: the last lines may still be an error's message
             tail = lines[-FALLBACK_LINES:]
@@ -107,6 +109,8 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
         ):
             if self.assertion(line):
                 return
+        if self.exc is not None and PROGRESS_BAR.search(text):
+            self._close_exc()  # the error's message has ended: the training output goes on
         if self.pending_warning is not None:
             self._warning_message(line)
         if line_start("traceback").match(stripped):
@@ -116,8 +120,16 @@ class Assembler(TracebackReader, AssertReader, CudaReader, DistributedReader, Me
             self.expect_code = False
         elif self.exc is None and self.plain_frames and self.frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
             # after a plain frame and its source line, a line that is neither is the exception line
-            # without its `Type: ` (only the message was pasted)
-            self._start_exc(line, "", stripped)
+            # without its `Type: ` (only the message was pasted) ...
+            literal = raised_literal(self.frames[-1].code or "")
+            n = min(MIN_CUT_MESSAGE, len(literal[1])) if literal else 0
+            if literal and n and stripped[:n] != literal[1][:n]:
+                # ... unless the frame raises a literal this line is not: the paste was cut before the error
+                # line and other output follows; the literal is the error it was about to print
+                self._start_exc(line, *literal)
+                self.exc_lines = MAX_MESSAGE_LINES
+            else:
+                self._start_exc(line, "", stripped)
         elif self.exc is not None and self.exc_lines < self._message_limit() and stripped and self._same_rank(line):
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no

@@ -15,6 +15,9 @@ from kbdebug.parse.grammar import parse
 from kbdebug.records import Frame, PyException
 
 MAX_MESSAGE_LINES = 30
+# tqdm's right bar (its default `| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]`): a
+# progress line is the training going on (another rank, another worker), never a line of an error's message
+PROGRESS_BAR = re.compile(r"\|\s*\d+(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?) \[[\d:]+<[\d:?]+")
 _CARETS = frozenset("^~ ")
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
