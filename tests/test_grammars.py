@@ -172,6 +172,7 @@ CASES = [
         "nccl_failure",
         "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled cuda error",
     ),
+    ("distributed", "nccl_warn", "NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80"),
     ("elastic", "table_field", "  rank      : 3 (local_rank: 3)"),
     ("elastic", "table_field", "  traceback : Signal 9 (SIGKILL) received by PID 5100"),
     ("traceback", "fatal", "Fatal Python error: Segmentation fault"),

@@ -38,6 +38,9 @@ class NcclTree(FieldTransformer):
     def nccl_failure(self, children: list[object]) -> Fields:
         return {"event": "failure", "nccl_error": None, **merge(children)}
 
+    def nccl_warn(self, children: list[object]) -> Fields:
+        return {"event": "failure", **merge(children)}  # NCCL's own report of the failure it met
+
 
 class ElasticTree(FieldTransformer):
     """elastic.lark's tree to the kind of table line and the ElasticFailure fields it holds."""
