@@ -176,11 +176,15 @@ def cpu_only_run() -> bool:
 
 def _user_site(source: BaseException, chain: list[BaseException]) -> tuple[FrameType, int, str] | None:
     """The innermost frame of the user's own code: in `source`'s traceback, else in the chain's."""
-    owner = source if user_frame(source.__traceback__) is not None else next((e for e in chain if user_frame(e.__traceback__)), None)
-    frame = user_frame(owner.__traceback__) if owner is not None else None
-    if owner is None or frame is None:
+    return _site(source) or next((site for e in chain if (site := _site(e)) is not None), None)
+
+
+def _site(exc: BaseException) -> tuple[FrameType, int, str] | None:
+    """The user's innermost frame in `exc`'s own traceback, the line it failed on there, and that line's code."""
+    frame = user_frame(exc.__traceback__)
+    if frame is None:
         return None
-    line = _frame_line(owner.__traceback__, frame)
+    line = _frame_line(exc.__traceback__, frame)
     return frame, line, linecache.getline(frame.f_code.co_filename, line, frame.f_globals).strip()
 
 
@@ -195,11 +199,10 @@ def _frame_line(tb: TracebackType | None, frame: FrameType) -> int:
 def _add_frame_shapes(rec: PyException, exc: BaseException) -> None:
     """The shapes of the tensors on the exception's failing line join its record before the rules see it:
     a broadcast message names one dim, the tensors say which relation (label vs logits) clashed."""
-    frame = user_frame(exc.__traceback__)
-    if frame is None:
+    site = _site(exc)
+    if site is None:
         return
-    line = _frame_line(exc.__traceback__, frame)
-    code = linecache.getline(frame.f_code.co_filename, line, frame.f_globals).strip()
+    frame, _, code = site
     tensors = frame_tensors(frame, code, values=False)
     rec.frame_shapes = [t["shape"] for t in tensors.values()]
     labels = [name for name in tensors if LABEL_NAME.search(name)]
