@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from grammar_cases import CASES
 
 from kbdebug.parse import parse_text
-from kbdebug.parse.needles import cover, needles
+from kbdebug.parse.grammar import names
+from kbdebug.parse.needles import cover, needles, openers
 from kbdebug.phrases import required_texts
 from kbdebug.scan import WHOLE, scan_bytes
 
-# One opening line of each format, as the tools print them (none is one of the grammars' literals verbatim).
-OPENERS = [
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 8 GiB",
-    "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.76 GiB total capacity)",
-    "/w/aten/src/ATen/native/cuda/Loss.cu:250: nll: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0` failed.",
-    "========= Invalid __global__ read of size 4 bytes",
-    "[E ProcessGroupNCCL.cpp:458] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 1 milliseconds before timing out.",
-    "Root Cause (first observed failure):",
-    "StopIteration: generator raised",
-    "main.cu:41: cuda error 700: an illegal memory access was encountered",
-    "terminate called after throwing an instance of 'c10::Error'",
-]
+# Every case line of a kind that opens a record (`// scan for:` in its grammar): the scanner must find it.
+OPENERS = sorted({line for grammar, kind, line in CASES if kind in openers(grammar)})
 
 
 @pytest.mark.parametrize("line", OPENERS)
@@ -28,8 +20,13 @@ def test_every_opening_line_holds_a_needle_and_is_found_in_a_large_log(line: str
     assert any(n in line.encode() for n in needles()), line
     filler = b"epoch 3 step 120 loss 0.4312 lr 1e-4 it/s 54.2\n" * (2 * WHOLE // 48)  # no needle: skipped
     regions = scan_bytes(filler + line.encode() + b"\n" + filler, needles)
-    assert [ln.text for r in regions for ln in r.lines if ln.text == line] == [line]
+    at = filler.count(b"\n") + 1  # the opener's line number: the scanner kept it
+    assert [ln.no for r in regions for ln in r.lines if ln.no == at] == [at], line
     assert parse_text(line), line
+
+
+def test_every_format_has_opening_cases() -> None:
+    assert {g for g, kind, _ in CASES if kind in openers(g)} >= {g for g in names() if openers(g)}
 
 
 def test_ordinary_progress_lines_hold_no_needle() -> None:

@@ -1,4 +1,4 @@
-"""grammars/derived.json: the grammars' readings shipped with them, so a run with no cache loads only the
+"""grammars/<format>/derived.json: the grammars' readings shipped with them, so a run with no cache loads only the
 grammars of the formats its log holds."""
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_shipped_readings_are_what_the_grammars_say_now() -> None:
-    shipped = json.loads((data_dir("grammars") / packaged.FILE).read_text(encoding="utf-8"))
-    fresh = json.loads(json.dumps(derive.packaged_readings()))  # tuples as JSON lists, as in the file
-    assert shipped == fresh, "grammars/derived.json is stale: run `python -m kbdebug.parse` and commit it"
+    fresh = derive.packaged_readings()
+    assert {p.parent.name for p in fresh} == {p.parent.name for p in data_dir("grammars").glob("*/*.lark")}
+    for path, readings in fresh.items():
+        shipped = json.loads(path.read_text(encoding="utf-8"))
+        assert shipped == json.loads(json.dumps(readings)), f"{path} is stale: run `python -m kbdebug.parse` and commit it"
 
 
 def test_a_reading_derived_from_other_text_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,10 +38,10 @@ def test_a_reading_derived_from_other_text_is_not_used(monkeypatch: pytest.Monke
 BUILT = r"""
 import sys
 import kbdebug.parse.grammar as g
-names = {g.source(n): n for n in g.GRAMMARS}
+names = {g.source(n): n for n in g.names()}
 built = []
-build = g._build
-g._build = lambda text: (built.append(names.get(text, "?")), build(text))[1]
+build = g.build
+g.build = lambda text: (built.append(names.get(text, "?")), build(text))[1]
 from kbdebug.cli import main
 sys.argv = ["kbdebug", "explain", "--format", "json", sys.argv[1]]
 try:
@@ -72,7 +74,7 @@ def test_without_a_cache_only_the_grammars_of_the_logs_formats_are_loaded(tmp_pa
 def test_a_damaged_file_costs_only_the_time_to_derive(monkeypatch: pytest.MonkeyPatch) -> None:
     name = "traceback"
     grammar_hash, code_hash = derive._grammar_hash(name), derive.READINGS
-    good = packaged._shipped()
+    good = packaged._shipped(name)
     damaged: list[object] = [
         [],
         {"code": code_hash, "grammars": []},
@@ -80,10 +82,10 @@ def test_a_damaged_file_costs_only_the_time_to_derive(monkeypatch: pytest.Monkey
         {"code": code_hash, "grammars": {name: {"grammar": grammar_hash, "readings": {"line_start": ["not", "a", "regex"]}}}},
     ]
     for data in damaged:
-        monkeypatch.setattr(packaged, "_shipped", lambda data=data: data)
+        monkeypatch.setattr(packaged, "_shipped", lambda _name, data=data: data)
         for what in ("anchors-start", "texts", "line_start"):
             assert packaged.reading(name, what, grammar_hash, code_hash) is None, (data, what)
-    monkeypatch.setattr(packaged, "_shipped", lambda: good)
+    monkeypatch.setattr(packaged, "_shipped", lambda _name: good)
     assert packaged.reading(name, "anchors-start", grammar_hash, code_hash) is not None
 
 
@@ -107,7 +109,8 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
         "kbdebug/knowledge/other/guide.md",
         "kbdebug/knowledge/_phrases.j2",
         "kbdebug/grammars/_common.lark",
-        "kbdebug/grammars/derived.json",
+        "kbdebug/grammars/traceback/traceback.lark",
+        "kbdebug/grammars/traceback/derived.json",
         "kbdebug/cli.py",
     } <= names
     assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
@@ -125,8 +128,8 @@ def test_editing_the_deriving_code_s_text_keeps_the_shipped_readings(tmp_path: P
     check = (
         "import json\n"
         "from kbdebug.parse import derive, packaged\n"
-        "shipped = json.loads((packaged.data_dir('grammars') / packaged.FILE).read_text(encoding='utf-8'))\n"
-        "assert shipped == json.loads(json.dumps(derive.packaged_readings())), 'stale'\n"
+        "for path, fresh in derive.packaged_readings().items():\n"
+        "    assert json.loads(path.read_text(encoding='utf-8')) == json.loads(json.dumps(fresh)), 'stale'\n"
         "assert packaged.reading('traceback', 'line_start', derive._grammar_hash('traceback'), derive.READINGS) is not None\n"
         "print('ok')\n"
     )

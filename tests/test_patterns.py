@@ -6,6 +6,7 @@ on Python's engine, on lines the scanner caps, and are checked here the same way
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Iterator
 from types import ModuleType
@@ -15,8 +16,9 @@ import pytest
 from kbdebug import frames, normalise, phrases, scan, shapes
 from kbdebug.kb import load_kb
 from kbdebug.kb.patterns import compile_pattern, super_linear_reason
-from kbdebug.parse import asserts, cuda, distributed, messages, sanitizer, tracebacks
-from kbdebug.parse.grammar import GRAMMARS, parser
+from kbdebug.parse import walk
+from kbdebug.parse.grammar import names, parser
+from kbdebug.parse.registry import formats
 
 SMALL, BIG = 1_500, 12_000  # 8x longer: linear time grows 8x, quadratic 64x
 
@@ -50,9 +52,10 @@ def bundled() -> list[tuple[str, str, object]]:
                 out.append((f"{rule.id}.{field}", pat, compile_pattern(pat)))
         for i, ind in enumerate(rule.indicators):
             out.append((f"{rule.id}.indicators[{i}]", ind.pattern, compile_pattern(ind.pattern)))
-    for name, rx in module_patterns(scan, normalise, frames, shapes, phrases, asserts, cuda, distributed, messages, sanitizer, tracebacks):
+    readers = [sys.modules[f.reader.__module__] for f in formats()]
+    for name, rx in module_patterns(scan, normalise, frames, shapes, phrases, walk, *readers):
         out.append((name, rx.pattern, Anchored(rx) if rx.pattern.startswith("^") else rx))
-    for grammar in GRAMMARS:
+    for grammar in names():
         for term in parser(grammar).terminals:
             rx = re.compile(term.pattern.to_regexp())
             out.append((f"{grammar}.lark:{term.name}", rx.pattern, Anchored(rx)))

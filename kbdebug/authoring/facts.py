@@ -23,15 +23,16 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
+from lark import Transformer
+
 from kbdebug import records
-from kbdebug._resources import data_dir
+from kbdebug.parse.grammar import folder
+from kbdebug.parse.grammar import source as grammar_source
 from kbdebug.records import PyException
 from kbdebug.vocabulary import CONTEXT_FACTS, GUARD_FACTS
 
 _RULE = re.compile(r"^[?!]?([a-z][a-z0-9_]*)(?:\.\d+)?\s*:", re.M)
 _START = re.compile(r"^start\s*:(.*?)(?=^[?!]?[a-z][a-z0-9_]*(?:\.\d+)?\s*:|\Z)", re.M | re.S)
-# The module whose lark Transformer turns a grammar's trees into a record's values, by grammar.
-_TRANSFORMERS = {"messages": ("kbdebug.parse.messages", "MessageTree")}
 
 
 def _record_kinds() -> list[type[records.Record]]:
@@ -48,18 +49,25 @@ def _record_kinds() -> list[type[records.Record]]:
 def grammar_fields(grammar: str) -> frozenset[str]:
     """A grammar's value rules (`size_a: INT`): every rule but `start` and the templates it lists, less
     those its Transformer declares to build something other than a field mapping (a shape, a list)."""
-    source = (data_dir("grammars") / f"{grammar}.lark").read_text(encoding="utf-8")
+    source = grammar_source(grammar)
     start = _START.search(source)
     templates = set(re.findall(r"\b[a-z][a-z0-9_]*\b", start.group(1))) if start else set()
     built: set[str] = set()
-    if grammar in _TRANSFORMERS:
-        module, name = _TRANSFORMERS[grammar]
-        transformer = getattr(importlib.import_module(module), name)
+    for transformer in _transformers(grammar):
         for attr, method in vars(transformer).items():
             returns = inspect.get_annotations(method).get("return") if callable(method) else None
             if returns is not None and not str(returns).startswith(("dict", "Dict", "Fields", "Mapping")):
                 built.add(attr)
     return frozenset(set(_RULE.findall(source)) - templates - built - {"start"})
+
+
+def _transformers(grammar: str) -> list[type]:
+    """The lark Transformers of the format that reads `grammar` (in its reader's module), which turn its
+    trees into a record's values."""
+    module = importlib.import_module(f"kbdebug.parse.readers.{folder(grammar).name}")
+    return [
+        cls for _, cls in inspect.getmembers(module, inspect.isclass) if issubclass(cls, Transformer) and cls.__module__ == module.__name__
+    ]
 
 
 @cache

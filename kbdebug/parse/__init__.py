@@ -1,8 +1,8 @@
-"""Turn normalised lines into records: dispatch each line to the grammars that can read it,
-then assemble multi-line records (tracebacks, sanitizer reports, C++ error blocks).
+"""Turn normalised lines into records: each line goes to the readers of the formats in `grammars/` (one
+folder per format, one reader per folder in `kbdebug/parse/readers/`, paired by kbdebug.parse.registry),
+which build records and join multi-line ones (tracebacks, sanitizer reports, C++ error blocks).
 
-`parse_regions()` is the entry point; each format's reader lives in its own module (asserts, tracebacks, cuda, sanitizer,
-distributed, messages); `assemble.Assembler` walks the lines.
+`parse_regions()` is the entry point; `kbdebug.parse.walk.Walk` walks a region's lines.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kbdebug.normalise import Line, Region
-from kbdebug.parse.assemble import Assembler
-from kbdebug.parse.asserts import group_asserts
+from kbdebug.parse.registry import formats
+from kbdebug.parse.walk import Walk
 from kbdebug.records import Frame, Record
 
 __all__ = ["parse_lines", "parse_regions", "parse_text"]
@@ -21,13 +21,15 @@ def parse_regions(regions: Iterable[Region]) -> list[Record]:
     records: list[Record] = []
     for region in regions:
         records.extend(parse_lines(region.lines))
-    return group_asserts(records)
+    for fmt in formats():
+        records = fmt.reader.settle(records)
+    return records
 
 
 def parse_lines(lines: list[Line], frames: list[Frame] | None = None) -> list[Record]:
     """The records in a run of lines; `frames` are those of a traceback already read (a live exception's),
     for the exception line that `lines` start with."""
-    return Assembler(frames).run(lines)
+    return Walk(frames or ()).run(lines)
 
 
 def parse_text(text: str) -> list[Record]:

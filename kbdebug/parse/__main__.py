@@ -1,18 +1,16 @@
-"""`python -m kbdebug.parse`: write grammars/derived.json after editing a grammar or the code that reads them."""
+"""`python -m kbdebug.parse`: write each format folder's derived.json after editing a grammar or the code that reads them."""
 
 import json
 import sys
 
-from kbdebug._resources import data_dir
 from kbdebug.parse.derive import packaged_readings
-from kbdebug.parse.packaged import FILE
 
 
 def main() -> int:
-    """Write grammars/derived.json from the grammars and the code that reads them now."""
-    path = data_dir("grammars") / FILE
-    path.write_text(json.dumps(packaged_readings(), indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {path}")
+    """Write every format folder's derived.json from its grammars and the code that reads them now."""
+    for path, data in sorted(packaged_readings().items()):
+        path.write_text(json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
     return 0
 
 

@@ -14,6 +14,7 @@ import hashlib
 import re
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import Any, TypeVar
 
 from lark import Lark, Tree
@@ -23,7 +24,7 @@ from lark.lexer import PatternStr
 from kbdebug import phrases
 from kbdebug._cache import cached, code_version
 from kbdebug.parse import packaged
-from kbdebug.parse.grammar import GRAMMARS, directive, parse, parser, source
+from kbdebug.parse.grammar import COMMON, directive, folder, names, parse, parser, source
 from kbdebug.phrases import canonical_text, split_alternatives
 
 T = TypeVar("T")
@@ -251,7 +252,7 @@ def _derived(name: str, what: str, build: Callable[[], T]) -> T:
     shipped = packaged.reading(name, what, _grammar_hash(name), READINGS)
     if shipped is not None:
         return shipped  # type: ignore[no-any-return]
-    key = hashlib.sha256("|".join([source(name), source("_common"), code_version()]).encode()).hexdigest()[:20]
+    key = hashlib.sha256("|".join([source(name), source(COMMON), code_version()]).encode()).hexdigest()[:20]
     return cached(f"{name}-{what}", key, object, build)  # type: ignore[return-value]
 
 
@@ -261,14 +262,14 @@ READINGS = "readings-1"
 
 
 def _grammar_hash(name: str) -> str:
-    return packaged.digest(f"{source(name)}|{source('_common')}")
+    return packaged.digest(f"{source(name)}|{source(COMMON)}")
 
 
-def packaged_readings() -> dict[str, Any]:
-    """Every reading the parse layer asks of each grammar, derived from the grammar itself: the content
-    of grammars/derived.json (`python -m kbdebug.parse` writes it, a test compares)."""
-    grammars: dict[str, Any] = {}
-    for name in GRAMMARS:
+def packaged_readings() -> dict[Path, dict[str, Any]]:
+    """Every reading the parse layer asks of each grammar, derived from the grammar itself, by the file it is
+    shipped in: each format folder's derived.json (`python -m kbdebug.parse` writes them, a test compares)."""
+    files: dict[Path, dict[str, Any]] = {}
+    for name in names():
         grammar = parser(name)
         readings: dict[str, Any] = {
             _anchors_key(()): _AnchorReader(grammar).read(None),
@@ -278,8 +279,9 @@ def packaged_readings() -> dict[str, Any]:
         kinds = directive(source(name), "own line")
         if kinds:
             readings[_anchors_key(tuple(kinds))] = _AnchorReader(grammar).read(tuple(kinds))
-        grammars[name] = {"grammar": _grammar_hash(name), "readings": {w: packaged.encode(w, v) for w, v in readings.items()}}
-    return {"code": READINGS, "grammars": grammars}
+        entry = {"grammar": _grammar_hash(name), "readings": {w: packaged.encode(w, v) for w, v in readings.items()}}
+        files.setdefault(folder(name) / packaged.FILE, {"code": READINGS, "grammars": {}})["grammars"][name] = entry
+    return files
 
 
 def parse_in(name: str, text: str) -> Tree | None:

@@ -15,7 +15,7 @@ from functools import cache
 
 from kbdebug._cache import cached, code_version
 from kbdebug.parse.derive import required_texts
-from kbdebug.parse.grammar import GRAMMARS, directive, source
+from kbdebug.parse.grammar import COMMON, directive, files, names, source
 
 MIN_NEEDLE = 4  # a text shorter than this cannot be searched for: it is everywhere
 NEEDLE = 6  # needles are this long (or a whole shorter text): `tion` would hit every other English line
@@ -34,18 +34,18 @@ def openers(name: str) -> list[str]:
 def needles() -> tuple[bytes, ...]:
     """A small set of byte strings such that every opening line of every grammar holds one; derived once
     per set of grammars and kept in the cache, so a cold start that needs no parser does not build them."""
-    sources = "".join(source(name) for name in (*GRAMMARS, "_common"))
+    sources = "".join(f"{name}|{source(name)}" for name in (*names(), COMMON))
     key = hashlib.sha256(f"{sources}|{code_version()}".encode()).hexdigest()[:20]  # the grammars and the code that reads them
     return cached("needles", key, tuple, _derive)
 
 
 def _derive() -> tuple[bytes, ...]:
     texts: set[bytes] = set()
-    for name in GRAMMARS:
+    for name in names():
         for kind in openers(name):
             found = required_texts(name)[kind]
             if found is None or min(len(t) for t in found) < MIN_NEEDLE:
-                raise ValueError(f"grammars/{name}.lark: line kind {kind!r} opens a record but holds no searchable text")
+                raise ValueError(f"{files()[name]}: line kind {kind!r} opens a record but holds no searchable text")
             texts |= {t.encode() for t in found}
     return cover(texts)
 

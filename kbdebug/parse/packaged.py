@@ -1,11 +1,12 @@
-"""The grammars' derived readings, shipped beside them in `grammars/derived.json`.
+"""The grammars' derived readings, shipped beside them in each format folder's `derived.json`.
 
 Which line may be of which format (anchors, first terminals, required texts: kbdebug.parse.derive) is
 read off each grammar, and reading it needs lark to load the grammar: 20-60 ms a grammar, and every
 format must be asked about every line. The user's cache keeps the readings between runs, but a first
 run, a CI job, a read-only home or `KBDEBUG_NO_CACHE=1` has no cache, and paid to load all nine
 grammars to read a log that holds three formats. So the readings travel with the grammars: generated
-by `python -m kbdebug.parse` from the grammars and the code that reads them, checked by the
+by `python -m kbdebug.parse` from the grammars (one file per format folder, so adding a format
+changes nothing outside its folder) and the code that reads them, checked by the
 tests to be what that code derives now, and used only where the hashes of the grammar and of that
 code still match (an edited grammar is read from its source until the file is generated again).
 """
@@ -17,7 +18,7 @@ import json
 from functools import cache
 from typing import Any
 
-from kbdebug._resources import data_dir
+from kbdebug.parse.grammar import folder
 
 FILE = "derived.json"
 
@@ -28,9 +29,10 @@ def digest(text: str) -> str:
 
 
 @cache
-def _shipped() -> dict[str, Any]:
+def _shipped(name: str) -> dict[str, Any]:
+    """The derived readings shipped in the folder of grammar `name`."""
     try:
-        data = json.loads((data_dir("grammars") / FILE).read_text(encoding="utf-8"))
+        data = json.loads((folder(name) / FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -39,8 +41,8 @@ def _shipped() -> dict[str, Any]:
 def reading(name: str, what: str, grammar_hash: str, code_hash: str) -> Any | None:
     """The shipped reading `what` of grammar `name`, decoded, or None: absent, derived from other text, or
     not of the shape this code writes (a damaged file costs the time to derive it, never the run)."""
-    data = _shipped()
     try:
+        data = _shipped(name)
         entry = data["grammars"][name]
         if data["code"] != code_hash or entry["grammar"] != grammar_hash:
             return None

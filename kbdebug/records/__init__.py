@@ -121,6 +121,9 @@ class PyException(Record):
     frame_input_shape: list[int] | None = None
     # Raised in DataLoader worker N and re-raised in the main process (`Caught X in DataLoader worker process N`)
     worker: int | None = None
+    # Printed under `Original Traceback (most recent call last):`: the exception that the one before it re-raised
+    # (a DataLoader worker's, a replica's). How it was read, not a fact: never dumped.
+    original: bool = Field(default=False, exclude=True)
 
     @property
     def folded_message(self) -> str:

@@ -1,20 +1,25 @@
 """Python tracebacks: the header, plain and IPython frames with their source lines, chained
-exceptions, warnings, and the exception line (or its message alone, when the type was not pasted)."""
+exceptions, warnings, and the exception line (or its message alone, when the type was not pasted).
+The exception's message may go on over the lines after it; read whole when it is done, it goes to the
+formats that read messages (a CUDA OOM wrapped mid-figure, a template split over sentences)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at
-from kbdebug.parse.derive import may_hold
+from kbdebug.parse.derive import line_start
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
 from kbdebug.parse.grammar import parse
-from kbdebug.records import Frame, PyException
+from kbdebug.parse.reader import Reader, Sink, read_at
+from kbdebug.records import Frame, PyException, Record
 
 MAX_MESSAGE_LINES = 30
+WARNING_MESSAGE_LINES = 1  # a warning's message is its one line (and the `warnings.warn(...)` source under it)
+FALLBACK_LINES = 3  # lines read as a bare message when nothing in a region is recognised
 # tqdm's right bar (its default `| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]`): a
 # progress line is the training going on (another rank, another worker), never a line of an error's message
 PROGRESS_BAR = re.compile(r"\|\s*\d+(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?) \[[\d:]+<[\d:?]+")
@@ -45,7 +50,122 @@ class TracebackTree(FieldTransformer):
         return {"original": str(children[0]).startswith("Original")}
 
 
-class TracebackReader(State):
+class TracebackReader(Reader):
+    order = 30  # after the formats that take their lines as their own: those lines are no message
+
+    def __init__(self, sink: Sink, frames: Sequence[Frame] = ()) -> None:
+        super().__init__(sink, frames)
+        # `frames`: a traceback's frames already known (a live exception's), so its message lines are read
+        # in the context a printed traceback gives them (the op on the failing line)
+        self.frames: list[Frame] = list(frames)
+        self.header = False
+        self.chain: str | None = None
+        self.exc: PyException | None = None
+        self.exc_lines = 0
+        self.pending_warning: tuple[Line, str] | None = None
+        self.tb_start = 0
+        self.expect_code = False  # a plain `File "...", line N` frame was just read: its source line follows
+        self.free_code: str | None = None  # an indented line read outside any traceback: maybe the failing source line
+        self.plain_frames = False  # the frames read so far are Python's plain ones (not IPython's with context lines)
+        self.fatal: PyException | None = None  # the last `Fatal Python error`, whose thread dump follows it
+        self.dump_thread: str | None = None  # inside a fatal-error dump: "current" (the error's frames) or "other"
+        self.original = False  # under `Original Traceback (...)`: the next exception is the one re-raised by the last
+
+    def read(self, line: Line) -> bool:
+        text = line.text
+        stripped = text.strip()
+        if self.exc is not None and PROGRESS_BAR.search(text):
+            self._close_exc()  # the error's message has ended: the training output goes on
+        if self.pending_warning is not None:
+            self._warning_message(line)
+        if line_start("traceback").match(stripped):
+            self.traceback(line)
+        elif self.expect_code and self.exc is None and self.frames and stripped and not set(stripped) <= _CARETS:
+            self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
+            self.expect_code = False
+        elif self.exc is None and self.plain_frames and self.frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
+            # after a plain frame and its source line, a line that is neither is the exception line
+            # without its `Type: ` (only the message was pasted) ...
+            literal = raised_literal(self.frames[-1].code or "")
+            n = min(MIN_CUT_MESSAGE, len(literal[1])) if literal else 0
+            if literal and n and stripped[:n] != literal[1][:n]:
+                # ... unless the frame raises a literal this line is not: the paste was cut before the error
+                # line and other output follows; the literal is the error it was about to print
+                self._start_exc(line, *literal)
+                self.exc_lines = MAX_MESSAGE_LINES
+            else:
+                self._start_exc(line, "", stripped)
+        elif self.exc is not None and self.exc_lines < self._message_limit() and stripped and self._same_rank(line):
+            self.exc.message += "\n" + stripped
+            self.exc.last_line = line.no
+            self.exc_lines += 1
+        self._after(line)
+        return False
+
+    def passed(self, line: Line, ends_messages: bool) -> None:
+        if ends_messages:
+            self._close_exc()
+        self._after(line)
+
+    def _after(self, line: Line) -> None:
+        # (an exception whose message is complete, a warning's one line, takes no more lines: it is no context)
+        done = self.exc is None or self.exc_lines >= self._message_limit()
+        self.free_code = line.text.strip() if line.text[:1].isspace() and done and not self.frames else None
+
+    def end(self, lines: Sequence[Line]) -> None:
+        self._close_exc()
+        if self.sink.empty and lines:  # no format recognised: the last lines may still be an error's message
+            tail = lines[-FALLBACK_LINES:]
+            self.sink.emit(
+                PyException(
+                    first_line=tail[0].no,
+                    last_line=tail[-1].no,
+                    raw="\n".join(t.text for t in tail),
+                    rank=tail[-1].rank,
+                    time=tail[-1].time,
+                    exc_type="",
+                    message="\n".join(t.text.strip() for t in tail),
+                )
+            )
+        if self.frames:  # a traceback cut off before its exception line still locates user code
+            last = lines[-1] if lines else Line(0, "")
+            # ... and when its last line raises a literal (`raise AssertionError("Torch not compiled with C`),
+            # that literal is the error it was about to print, however much of it was pasted
+            exc_type, message = raised_literal(self.frames[-1].code or "") or ("", "")
+            self.sink.emit(
+                PyException(
+                    first_line=self.tb_start or last.no,
+                    last_line=last.no,
+                    exc_type=exc_type,
+                    message=message,
+                    frames=self.frames,
+                    has_header=self.header,
+                )
+            )
+
+    @classmethod
+    def link(cls, records: list[Record]) -> None:
+        """An exception printed under `Original Traceback (most recent call last):` (a DataLoader worker's, a
+        replica's) is the cause of the exception before it, which re-raised it: it goes first, so its facts
+        win, and it was raised in that exception's worker."""
+        for exc in [r for r in records if isinstance(r, PyException) and r.original]:
+            at = records.index(exc)
+            wrapper = next((i for i in range(at - 1, -1, -1) if isinstance(records[i], PyException)), None)
+            if wrapper is not None:
+                exc.worker = records[wrapper].worker  # type: ignore[attr-defined]
+                records.insert(wrapper, records.pop(at))
+
+    def _message_limit(self) -> int:
+        """How many following lines an open exception's message may take: a warning's is one line and the
+        `warnings.warn(...)` source under it, so the log lines after it are not its message."""
+        assert self.exc is not None
+        return WARNING_MESSAGE_LINES if self.exc.exc_type.endswith("Warning") else MAX_MESSAGE_LINES
+
+    def _same_rank(self, line: Line) -> bool:
+        """Interleaved ranks: another rank's line never continues this rank's message."""
+        assert self.exc is not None
+        return line.rank is None or self.exc.rank is None or line.rank == self.exc.rank
+
     def traceback(self, line: Line) -> bool:
         text = line.text.strip()
         self.expect_code = False
@@ -64,8 +184,7 @@ class TracebackReader(State):
         if kind == "header":
             self._close_exc()
             self.frames, self.header, self.plain_frames = [], True, False
-            if f["original"]:  # a DataLoader worker / replica re-raise: the inner one is the cause
-                self.wrapper_at = next((i for i in range(len(self.out) - 1, -1, -1) if isinstance(self.out[i], PyException)), None)
+            self.original = bool(f["original"])  # a DataLoader worker / replica re-raise: the inner one is the cause
         elif kind in _FRAMES:
             self._close_exc()
             # IPython 8 prints `Cell In[7], line 3[, in f(...)]`; older ones the line on the `---->` arrow
@@ -108,7 +227,7 @@ class TracebackReader(State):
             self._close_exc()
             self.frames, self.header, self.chain = [], False, None
             self.fatal = PyException(**read_at(line), exc_type="Fatal Python error", message=f.get("message", ""))
-            self.out.append(self.fatal)
+            self.sink.emit(self.fatal)
             self.dump_thread = None
             return True
         if kind == "thread":
@@ -134,8 +253,9 @@ class TracebackReader(State):
             frames=self.frames,
             chained=self.chain,  # type: ignore[arg-type]
             has_header=self.header,
+            original=self.original,
         )
-        self.frames, self.header, self.chain, self.exc_lines = [], False, None, 0
+        self.frames, self.header, self.chain, self.exc_lines, self.original = [], False, None, 0, False
         self.plain_frames = False
 
     def _warning_message(self, line: Line) -> None:
@@ -149,12 +269,7 @@ class TracebackReader(State):
         if self.exc is not None:
             _complete_cut_message(self.exc)
             self._reread_message(self.exc)
-            if self.wrapper_at is not None:  # put the original exception before its wrapper: its facts win
-                self.exc.worker = getattr(self.out[self.wrapper_at], "worker", None)
-                self.out.insert(self.wrapper_at, self.exc)
-                self.wrapper_at = None
-            else:
-                self.out.append(self.exc)
+            self.sink.emit(self.exc)
             self.exc = None
         self.pending_warning = None
 
@@ -163,31 +278,8 @@ class TracebackReader(State):
         wrap mid-number) or when its exception type was not pasted: the templates see it whole."""
         if "\n" not in exc.message and exc.exc_type:
             return
-        known = {(r.kind, r.first_line) for r in self.out[-8:]}
-        for folded in dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n")))):
-            line = Line(exc.first_line, folded, exc.rank, exc.time)
-            before = len(self.out)
-            if may_hold("oom", folded):  # read whole, a message wrapped mid-figure says more than its first line
-                self.oom(line)
-                if ("oom", exc.first_line) in known and self._keep_fuller_oom(exc.first_line):
-                    return
-            if ("message", exc.first_line) not in known:
-                self.messages(line, folded)
-            if len(self.out) > before:
-                return
-
-    def _keep_fuller_oom(self, first_line: int) -> bool:
-        """Of the OOM read from the message's first line and the one read from the whole message, keep the one
-        with more figures. True when the whole message's reading was kept."""
-        same = [i for i, r in enumerate(self.out) if r.kind == "oom" and r.first_line == first_line]
-        if len(same) < 2:
-            return False
-        first, whole = same[0], same[-1]
-        if len(self.out[whole].model_dump(exclude_none=True)) > len(self.out[first].model_dump(exclude_none=True)):
-            self.out[first] = self.out.pop(whole)
-            return True
-        self.out.pop(whole)
-        return False
+        forms = dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n"))))
+        self.sink.reread([Line(exc.first_line, folded, exc.rank, exc.time) for folded in forms])
 
 
 _RAISE_LITERAL = re.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")

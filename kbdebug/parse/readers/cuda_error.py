@@ -1,15 +1,17 @@
 """Host-side CUDA errors and what surrounds them (legacy and THC forms, cuBLAS/cuDNN statuses, the
-C++ `terminate called` / `what():` / `Exception raised from` block), and CUDA out-of-memory messages."""
+C++ `terminate called` / `what():` / `Exception raised from` block)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at
-from kbdebug.parse.derive import parse_in
+from kbdebug.parse.derive import anchors, parse_in
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
-from kbdebug.records import CppException, CudaError, LibraryError, Oom
+from kbdebug.parse.reader import Reader, Sink, read_at
+from kbdebug.records import CppException, CudaError, Frame, LibraryError
 
 
 class CudaTree(FieldTransformer):
@@ -49,7 +51,21 @@ HINT_DISTANCE = 6  # lines between a CUDA error and the hints PyTorch prints und
 RAISED_DISTANCE = 4  # lines between `what():` and its `Exception raised from`
 
 
-class CudaReader(State):
+class CudaErrorReader(Reader):
+    """A CUDA error opens a record that the hints under it extend; a C++ abort block is one record."""
+
+    order = 40
+
+    def __init__(self, sink: Sink, frames: Sequence[Frame] = ()) -> None:
+        super().__init__(sink, frames)
+        self.cuda: CudaError | None = None
+        self.cpp: CppException | None = None
+
+    def read(self, line: Line) -> bool:
+        if anchors("cuda_error").starts(line.text, 1):
+            self.cuda_line(line)
+        return False
+
     def cuda_line(self, line: Line) -> None:
         tree = parse_in("cuda_error", line.text.strip())
         if tree is not None:
@@ -62,7 +78,7 @@ class CudaReader(State):
             self.cuda = CudaError(**base, **f, legacy=kind != "cuda_error")
             if kind == "app_error":
                 self.cuda.error_name = f"cuda error {f['code']}"
-            self.out.append(self.cuda)
+            self.sink.emit(self.cuda)
             self._reread(line, self.cuda.error)  # `CUDA error: CUBLAS_STATUS_...`: the library's status too
         elif kind in _HINTS:
             if self.cuda is not None and line.no - self.cuda.last_line <= HINT_DISTANCE:
@@ -72,17 +88,17 @@ class CudaReader(State):
                     setattr(self.cuda, kind, True)
                 self.cuda.last_line = line.no
         elif kind in ("cublas", "cudnn"):
-            self.out.append(LibraryError(**base, library=kind, message=line.text.strip(), **f))
+            self.sink.emit(LibraryError(**base, library=kind, message=line.text.strip(), **f))
         elif kind == "cublas_thc":
             status = f["status"]
-            self.out.append(LibraryError(**base, library="cublas", status=status, message=line.text.strip()))
+            self.sink.emit(LibraryError(**base, library="cublas", status=status, message=line.text.strip()))
         elif kind == "cublas_entry":
-            self.out.append(
+            self.sink.emit(
                 LibraryError(**base, library="cublas", status="CUBLAS_STATUS_INVALID_VALUE", call=f.get("call"), message=line.text.strip())
             )
         elif kind == "terminate":
             self.cpp = CppException(**base, **f)
-            self.out.append(self.cpp)
+            self.sink.emit(self.cpp)
         elif kind == "what_line":
             if self.cpp is not None and self.cpp.what is None:
                 self.cpp.what = f["what"]
@@ -95,7 +111,7 @@ class CudaReader(State):
                 self.cpp.last_line = line.no
             else:
                 self.cpp = CppException(**base, **f)
-                self.out.append(self.cpp)
+                self.sink.emit(self.cpp)
         elif kind == "cpp_frame" and self.cpp is not None:
             self.cpp.frames += 1
             self.cpp.last_line = line.no
@@ -104,19 +120,3 @@ class CudaReader(State):
         """Read a message held inside another (an error's text, what()'s) as a line of its own."""
         if text and text != line.text.strip():
             self.cuda_line(line._replace(text=text))
-
-    # -- OOM ---------------------------------------------------------------------------------
-    def oom(self, line: Line) -> None:
-        tree = parse_in("oom", line.text.strip())
-        if tree is not None:
-            self.out.append(Oom(**read_at(line), **OomTree().transform(tree)))
-
-
-class OomTree(FieldTransformer):
-    """oom.lark's tree to an Oom's fields (the grammar names each figure)."""
-
-    def exc_type(self, children: list[Token]) -> Fields:
-        return {"exc_type": str(children[0]).split(":")[0].strip()} if children else {}
-
-    def process(self, children: list[Token]) -> Fields:
-        return {}  # another process's use of the GPU: not a figure of this allocation

@@ -10,10 +10,10 @@ from typing import Any, Literal
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at
 from kbdebug.parse.derive import may_hold, parse_in
 from kbdebug.parse.fields import Fields, FieldTransformer
 from kbdebug.parse.grammar import parse
+from kbdebug.parse.reader import Reader, read_at
 from kbdebug.records import JobEvent, ProcessExit
 from kbdebug.records.job import exit_status, signal_of_status, signal_of_text
 
@@ -61,20 +61,26 @@ class ShellTree(JobTree):
     grammar = "shell"
 
 
-class JobReader(State):
+class JobReader(Reader):
+    order = 80
+
+    def read(self, line: Line) -> bool:
+        self.job_line(line)
+        return False
+
     def job_line(self, line: Line) -> None:
         """A shell's report as the whole line; else a job.lark line kind from wherever one may start in it."""
         text = line.text.strip()
         if may_hold("shell", text) and (tree := parse("shell", text)) is not None:
             fields = ShellTree().read(tree)
             fields.pop("template")
-            self.out.append(ProcessExit(**read_at(line), reporter="shell", exit_code=exit_status(fields.get("signal")), **fields))
+            self.sink.emit(ProcessExit(**read_at(line), reporter="shell", exit_code=exit_status(fields.get("signal")), **fields))
             return
         if not may_hold("job", text):
             return
         tree = parse_in("job", text)
         if tree is not None:
-            self.out.append(_record(line, text, JobTree().read(tree)))
+            self.sink.emit(_record(line, text, JobTree().read(tree)))
 
 
 def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:

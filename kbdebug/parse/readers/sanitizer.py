@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at, triple
+from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, merge, unquote
 from kbdebug.parse.grammar import parse, templates
-from kbdebug.records import SanitizerFrame, SanitizerReport, SanitizerSummary
+from kbdebug.parse.reader import Reader, Sink, read_at
+from kbdebug.records import Frame, SanitizerFrame, SanitizerReport, SanitizerSummary
 
 _TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
 _SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]{0,400}?--tool[ =](\w+)")
@@ -36,6 +38,11 @@ def location(text: str) -> tuple[SanitizerFrame, int | None]:
         return SanitizerFrame(function=text.strip() or None), None
     f = LocationTree().transform(tree)
     return SanitizerFrame(function=f.get("function"), file=f.get("file"), line=f.get("line"), module=f.get("pc")), f.get("hazards")
+
+
+def triple(text: str) -> tuple[int, int, int]:
+    a, b, c = (int(x) for x in re.findall(r"\d+", text)[:3])
+    return (a, b, c)
 
 
 def _host_frame(rest: str) -> SanitizerFrame:
@@ -117,7 +124,32 @@ _MEMCHECK_HOST_FRAME = re.compile(r"\([^()]* \+ 0x[0-9a-fA-F]+\) \[0x")
 _SANITIZER_HOST_FRAME = re.compile(r"\[0x[0-9a-fA-F]+\] in \S")
 
 
-class SanitizerReader(State):
+class SanitizerReader(Reader):
+    """Takes every line after the tool's `=========` prefix as its own; the tool and its check are also read
+    from the command line that ran it (`compute-sanitizer --tool racecheck python train.py`)."""
+
+    order = 10
+    ends_messages = True
+
+    def __init__(self, sink: Sink, frames: Sequence[Frame] = ()) -> None:
+        super().__init__(sink, frames)
+        self.san: SanitizerReport | None = None
+        self.san_tool: str | None = None
+        self.san_check: str | None = None
+
+    def read(self, line: Line) -> bool:
+        text = line.text
+        san = anchors("sanitizer").starts(text, 1)
+        if san:
+            self.sanitizer(line, text[san[0] :])
+            return True
+        m = _SAN_TOOL_OPT.search(text) or _SAN_CMD.search(text)
+        if m:
+            self.san_tool = m.group(1)
+            if m.lastindex and m.lastindex >= 2:
+                self.san_check = m.group(2)
+        return False
+
     def sanitizer(self, line: Line, text: str) -> None:
         tree = parse("sanitizer", text)
         if tree is None:
@@ -131,7 +163,7 @@ class SanitizerReader(State):
             self._report(line, body, f)
         elif kind in ("error_summary", "leak_summary", "race_summary"):
             f.pop(kind, None)
-            self.out.append(SanitizerSummary(**read_at(line), tool=self.san_tool, **f))
+            self.sink.emit(SanitizerSummary(**read_at(line), tool=self.san_tool, **f))
             self.san = None
         elif self.san is not None:
             self._detail(line, kind, f)
@@ -149,7 +181,7 @@ class SanitizerReader(State):
         if loc is not None:
             self._set_location(rec, loc)
         self.san = rec
-        self.out.append(rec)
+        self.sink.emit(rec)
 
     def _detail(self, line: Line, kind: str, f: Fields) -> None:
         """A detail line extends the report open above it."""

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 from lark import Token, Tree
 
 from kbdebug.frames import basename
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at
 from kbdebug.parse.fields import Fields, FieldTransformer
 from kbdebug.parse.grammar import parse
-from kbdebug.records import KernelAssert, Record
+from kbdebug.parse.reader import Reader, Sink, read_at
+from kbdebug.records import Frame, KernelAssert, Record
 
 MAX_ASSERT_PARSES = 200  # beyond this many assert lines, the rest are counted by regex only
 _ASSERT_HINT = re.compile(r"Assertion|assert", re.I)
@@ -193,7 +194,28 @@ def _word_starts(text: str, limit: int = 6) -> list[int]:
 _SPACE_RUN = re.compile(r"\s+")
 
 
-class AssertReader(State):
+class KernelAssertReader(Reader):
+    """Takes an assert line as its own: the flood of one line per failing thread is no one's message."""
+
+    order = 20
+
+    def __init__(self, sink: Sink, frames: Sequence[Frame] = ()) -> None:
+        super().__init__(sink, frames)
+        self.asserts = 0
+
+    def read(self, line: Line) -> bool:
+        text = line.text
+        # a translated page may have lost the word `Assertion`: a kernel file with block/thread coordinates is one
+        if (_ASSERT_HINT.search(text) and ("block" in text or "Assertion failed" in text)) or (
+            "block" in text and _COORD.search(text) and _FUZZY_FILE.search(text)
+        ):
+            return self.assertion(line)
+        return False
+
+    @classmethod
+    def settle(cls, records: list[Record]) -> list[Record]:
+        return group_asserts(records)
+
     def assertion(self, line: Line) -> bool:
         self.asserts += 1
         text = line.text.strip()
@@ -201,17 +223,17 @@ class AssertReader(State):
             rec = fuzzy_assert(line)
             if rec is not None:
                 rec.source = "printf" if _COORD.search(text) else "fuzzy"
-                self.out.append(rec)
+                self.sink.emit(rec)
                 return True
             return False
         tree = next(filter(None, (parse("kernel_assert", text[k:]) for k in _word_starts(text))), None)
         if tree is not None:
             rec = kernel_assert(tree, line)
             if _plausible(rec):
-                self.out.append(rec)
+                self.sink.emit(rec)
                 return True
         rec = fuzzy_assert(line)
         if rec is not None:
-            self.out.append(rec)
+            self.sink.emit(rec)
             return True
         return False

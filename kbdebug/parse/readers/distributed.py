@@ -1,5 +1,5 @@
-"""torch.distributed failures: ProcessGroupNCCL watchdog lines and NCCL errors (distributed.lark),
-and the rows of torch.distributed.elastic's failure table (elastic.lark)."""
+"""torch.distributed failures: ProcessGroupNCCL watchdog lines, NCCL errors and NCCL's own warnings,
+one record a line, wherever they start in it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ import re
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at
-from kbdebug.parse.derive import parse_in
+from kbdebug.parse.derive import anchors, parse_in
 from kbdebug.parse.fields import Fields, FieldTransformer, merge
-from kbdebug.parse.grammar import parse
-from kbdebug.records import ElasticFailure, NcclEvent
+from kbdebug.parse.reader import Reader, read_at
+from kbdebug.records import NcclEvent
 
 
 class NcclTree(FieldTransformer):
@@ -42,39 +41,18 @@ class NcclTree(FieldTransformer):
         return {"event": "failure", **merge(children)}  # NCCL's own report of the failure it met
 
 
-class ElasticTree(FieldTransformer):
-    """elastic.lark's tree to the kind of table line and the ElasticFailure fields it holds."""
+class DistributedReader(Reader):
+    order = 60
 
-    grammar = "elastic"
+    def read(self, line: Line) -> bool:
+        if anchors("distributed").starts(line.text, 1):
+            self.distributed(line)
+        return False
 
-    def root(self, children: list[object]) -> Fields:
-        return {"root": True}
-
-
-class DistributedReader(State):
     def distributed(self, line: Line) -> None:
         text = line.text.strip()
         tree = parse_in("distributed", text)  # the whole line keeps its tags
         if tree is not None:
             fields = NcclTree().read(tree)
             fields.pop("template")
-            self.out.append(NcclEvent(**{**read_at(line), **fields}, text=text))
-
-    def elastic_line(self, line: Line) -> None:
-        """A line of the failure table; a line that is not one closes the table."""
-        tree = parse("elastic", line.text.strip())
-        if tree is None:
-            self.elastic_table = False
-            return
-        fields = ElasticTree().read(tree)
-        kind = fields.pop("template")
-        if kind == "table_head":
-            self.elastic_table, self.elastic_root = True, bool(fields.get("root"))
-        elif kind == "table_row":
-            self.elastic_table = True
-            self.elastic = ElasticFailure(**read_at(line), root=self.elastic_root)
-            self.out.append(self.elastic)
-        elif self.elastic is not None:
-            for key, val in fields.items():
-                setattr(self.elastic, key, val)
-            self.elastic.last_line = line.no
+            self.sink.emit(NcclEvent(**{**read_at(line), **fields}, text=text))

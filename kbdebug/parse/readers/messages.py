@@ -4,16 +4,17 @@ roles of the shapes it names, and the op on the source line that raised it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.common import State, read_at
 from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
 from kbdebug.parse.grammar import parse
-from kbdebug.records import ArchWarning, TorchMessage
+from kbdebug.parse.reader import Reader, Sink, containing, read_at
+from kbdebug.records import ArchWarning, Frame, PyException, Record, TorchMessage
 from kbdebug.records.job import signal_of_text
 from kbdebug.shapes import flattened_classes
 
@@ -134,12 +135,23 @@ _DERIVED = {
 }
 
 
-class MessageReader(State):
-    def messages(self, line: Line, text: str) -> None:
-        """Read the first message template in the line; where one may start is derived from messages.lark."""
+class MessagesReader(Reader):
+    """The first message template in a line, wherever it starts (derived from messages.lark); read again in
+    an exception's message read whole."""
+
+    order = 90
+    reads_messages = True
+
+    def __init__(self, sink: Sink, frames: Sequence[Frame] = ()) -> None:
+        super().__init__(sink, frames)
+        self.arch: ArchWarning | None = None
+
+    def read(self, line: Line) -> bool:
+        text = line.text
         for start in anchors("messages").starts(text):
             if self.message(line, text[start:]):
-                return
+                break
+        return False
 
     def message(self, line: Line, text: str) -> bool:
         tree = parse("messages", text)
@@ -149,29 +161,37 @@ class MessageReader(State):
         name, values, rest = fields["template"], fields["values"], fields.pop("rest")
         if name == "arch_incompatible":
             self.arch = ArchWarning(**read_at(line), gpu_name=values["gpu_name"], device_capability=values["device_capability"])
-            self.out.append(self.arch)
+            self.sink.emit(self.arch)
             return True
         if name == "arch_supported":
             if self.arch is not None:
                 self.arch.supported_archs = values["supported_archs"]
                 self.arch.last_line = line.no
             return True
-        if name == "caught_in_worker":  # a wrapper's note, not an error: the worker is a fact of the exception it wraps
-            worker = values.get("worker")
-            if self.exc is not None and isinstance(worker, int):
-                self.exc.worker = worker
-            return True
-        if name == "index_oob" and (op := self._calling_op(_INDEX_OPS)):
-            values["op"] = op
         body = text[: len(text) - len(rest)] if rest else text
-        self.out.append(TorchMessage(**read_at(line), text=body.strip(), **fields))
+        self.sink.emit(TorchMessage(**read_at(line), text=body.strip(), **fields))
         return True
 
-    def _calling_op(self, pattern: re.Pattern[str]) -> str | None:
-        """The op named on the source line that raised, when the traceback printed it."""
-        frames = self.exc.frames if self.exc is not None and self.exc.frames else self.frames
-        for frame in reversed(frames[-3:]):
-            m = pattern.search(frame.code or "")
-            if m:
-                return m.group(1)
-        return None
+    @classmethod
+    def link(cls, records: list[Record]) -> None:
+        """A message printed in an exception's lines says something of that exception: a wrapper's note
+        (`Caught X in DataLoader worker process N`) is no error, only the worker the exception came from; an
+        index error's op is the one named on the source line that raised it."""
+        for msg in [r for r in records if isinstance(r, TorchMessage)]:
+            exc = containing(records, "exception", msg.first_line)
+            if msg.template == "caught_in_worker":
+                records.remove(msg)
+                worker = msg.values.get("worker")
+                if isinstance(exc, PyException) and isinstance(worker, int):
+                    exc.worker = worker
+            elif msg.template == "index_oob" and isinstance(exc, PyException) and (op := _calling_op(exc.frames, _INDEX_OPS)):
+                msg.values["op"] = op
+
+
+def _calling_op(frames: list[Frame], pattern: re.Pattern[str]) -> str | None:
+    """The op named on the source line that raised, when the traceback printed it."""
+    for frame in reversed(frames[-3:]):
+        m = pattern.search(frame.code or "")
+        if m:
+            return m.group(1)
+    return None
