@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kbdebug.stamps import Stamp, inner_stamp, parse_stamp
+from kbdebug.terminals import EXC_NAME
 
 MAX_LINE = 8192
 MAX_FLAT = 32 * MAX_LINE  # a log whose newlines were lost is one line: it is split before lines are cut to MAX_LINE
@@ -56,7 +57,7 @@ _PREFIXES = [
     # glog itself: `I0501 12:03:11.123456 12345 file.cc:123] `
     re.compile(r"^(?P<time>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) +\d+ [^\]\s]+:\d+\] "),
     # a notebook's or a chat's `Error: ` before the exception line itself
-    re.compile(r"^(?:Error|ERROR|Exception)\s*:\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):)"),
+    re.compile(rf"^(?:Error|ERROR|Exception)\s*:\s+(?={EXC_NAME}:)"),
     re.compile(r"^(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s*(?:\|\s*)?"),
     re.compile(r"^\[(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]]*\]\s*"),
     re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"),
@@ -81,15 +82,15 @@ _GLUE = re.compile(
     r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
     r"|(?<=\S)(?=\[rank\d+\]:)"
-    r"|(?<=\. )(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
+    rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
 # an exception type wrapped onto the end of the (indented) source line above its message: `    loss = f(x) IndexError:`
-_TYPE_AT_END = re.compile(r"(?<=\S)\s+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):$)")
+_TYPE_AT_END = re.compile(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
 _BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 _RECORD_START = re.compile(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
-    r"|\w+(?:\.\w+)*(?:Error|Exception|Warning):)|.*Traceback \(most recent call last\)"
-    r"|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\s*$"  # an exception raised without a message: its type alone
+    rf"|{EXC_NAME}:)|.*Traceback \(most recent call last\)"
+    rf"|^{EXC_NAME}\s*$"  # an exception raised without a message: its type alone
     # a shell's whole line for the job it lost, never the end of a wrapped line: it follows progress bars
     # redrawn at one width (tqdm), which would otherwise read as a wrap
     r"|^(?:Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"
@@ -103,7 +104,7 @@ _RULE_LINE = re.compile(r"^[-=_*#~\s]+$")
 _FULLWIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | {0x3000: 0x20}
 _WHOLE_FRAME = re.compile(r'^\s*File "[^"\n]*", line \d+, in [\w<>.]+$')
 _FRAME_AT = re.compile(r'File "[^"\n]*", line \d+(?:, in [^\s(]+)?')
-_EXC_AT = re.compile(r"(?<=\s)(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s)")
+_EXC_AT = re.compile(rf"(?<=\s)(?={EXC_NAME}:\s)")
 
 
 def _unflatten(seg: str) -> list[str]:

@@ -256,7 +256,7 @@ def _derived(name: str, what: str, build: Callable[[], T]) -> T:
     return cached(f"{name}-{what}", key, object, build)  # type: ignore[return-value]
 
 
-# What the readings shipped in grammars/derived.json are: raise it when the deriving code changes what a
+# What the readings shipped in the format folders' derived.json are: raise it when the deriving code changes what a
 # grammar yields, or the shape of a reading (tests/test_packaged.py fails while the file is stale).
 READINGS = "readings-1"
 

@@ -336,7 +336,7 @@ class TorchMessage(Record):
 
     kind: Literal["message"] = "message"
     # and the values messages.lark reads (each named after the field it fills), and those its reader
-    # derives from them (kbdebug/parse/messages.py: _DERIVED, _calling_op)
+    # derives from them (kbdebug/parse/readers/messages.py: _DERIVED, _calling_op)
     FACTS = (
         "message_template",
         "shapes",

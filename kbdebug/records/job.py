@@ -101,7 +101,7 @@ class JobEvent(Record):
     """A line that says how a job was ended from outside its Python: the kernel's OOM killer or an NVIDIA
     Xid (dmesg / journald), the scheduler (slurmstepd's `CANCELLED ... DUE TO TIME LIMIT`, `oom_kill event`,
     Kubernetes' `OOMKilled`), glibc's heap checks (`free(): invalid pointer`) or a DataLoader's report of
-    a worker's fault. `event` is the grammar's line kind (grammars/job.lark)."""
+    a worker's fault. `event` is the grammar's line kind (grammars/job/job.lark)."""
 
     kind: Literal["job_event"] = "job_event"
     FIELD_FACTS = ("pid", "process", "xid", "pci", "job_id", "node", "reason", "signal", "task")

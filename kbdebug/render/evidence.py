@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN, frame_needle
 from kbdebug.diagnosis import Incident
+from kbdebug.terminals import EXC_NAME
 
 _DIGITS = re.compile(r"\d+")
+_EXCEPTION_LINE = re.compile(rf"\s*{EXC_NAME}.*:")  # `Type: message`, the line that names the error
 _BLOCK = re.compile(r"block: \[(\d+)")
 
 
@@ -36,7 +38,7 @@ def _decisive_line(kind: str, first: int, last: int, own: dict[int, str]) -> int
     """The kernel assert's first line, a traceback's closing `Type: message` line, else the first line."""
     if kind == "exception":
         for no in range(last, first - 1, -1):
-            if re.match(r"\s*[\w.]+(?:Error|Exception|Exit|Interrupt)\b.*:", own.get(no, "")):
+            if _EXCEPTION_LINE.match(own.get(no, "")):
                 return no
         return last
     return first

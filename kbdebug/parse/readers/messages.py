@@ -1,4 +1,4 @@
-"""PyTorch and MONAI message templates (grammars/messages.lark): the values each one names, the
+"""PyTorch and MONAI message templates (grammars/messages/messages.lark): the values each one names, the
 roles of the shapes it names, and the op on the source line that raised it."""
 
 from __future__ import annotations
