@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kbdebug.stamps import Stamp, inner_stamp, parse_stamp
-from kbdebug.terminals import EXC_NAME
+from kbdebug.terminals import EXC_NAME, TRACEBACK_HEADER
 
 MAX_LINE = 8192
 MAX_FLAT = 32 * MAX_LINE  # a log whose newlines were lost is one line: it is split before lines are cut to MAX_LINE
@@ -76,7 +76,7 @@ _PREFIXES = [
     re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]
 _GLUE = re.compile(
-    r"(?<=\S)(?=Traceback \(most recent call last\):)"
+    rf"(?<=\S)(?={TRACEBACK_HEADER}:)"
     r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
     r"|(?<=` failed\.)(?=\S)"
     r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
@@ -89,7 +89,7 @@ _TYPE_AT_END = re.compile(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
 _BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 _RECORD_START = re.compile(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
-    rf"|{EXC_NAME}:)|.*Traceback \(most recent call last\)"
+    rf"|{EXC_NAME}:)|.*{TRACEBACK_HEADER}"
     rf"|^{EXC_NAME}\s*$"  # an exception raised without a message: its type alone
     # a shell's whole line for the job it lost, never the end of a wrapped line: it follows progress bars
     # redrawn at one width (tqdm), which would otherwise read as a wrap
