@@ -6,8 +6,9 @@ import pytest
 from grammar_cases import CASES
 
 from kbdebug.parse import parse_text
+from kbdebug.parse.derive import cover, openers
 from kbdebug.parse.grammar import names
-from kbdebug.parse.needles import cover, needles, openers
+from kbdebug.parse.needles import needles
 from kbdebug.phrases import required_texts
 from kbdebug.scan import WHOLE, scan_bytes
 

@@ -72,6 +72,7 @@ def test_a_folder_rule_reads_its_guide_and_examples(tmp_path: Path) -> None:
 
 
 def test_a_folder_rule_diagnoses_and_an_edited_example_is_seen_at_once(tmp_path: Path) -> None:
+    """Examples are read when asked for (a diagnosis never needs them): an edited one is seen by the next reader."""
     make_rule(tmp_path)
     proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), "-", stdin=POSITIVE.encode())
     assert b'"rule": "shm_user_rule"' in proc.stdout and b'"retry": "smaller"' in proc.stdout
@@ -79,7 +80,8 @@ def test_a_folder_rule_diagnoses_and_an_edited_example_is_seen_at_once(tmp_path:
     (tmp_path / "shm_user_rule" / "examples" / "positive" / "02.log").write_text(POSITIVE + "again\n", encoding="utf-8")
     second = load_kb([tmp_path])
     rule = second.get("shm_user_rule")
-    assert second is not first and rule is not None and len(rule.examples.positive) == 2
+    assert rule is not None and len(rule.examples.positive) == 2
+    assert first.get("shm_user_rule") is not None and len(first.get("shm_user_rule").examples.positive) == 2  # type: ignore[union-attr]
 
 
 def test_a_broken_folder_names_the_file_and_the_problem(tmp_path: Path) -> None:
@@ -143,3 +145,12 @@ def test_one_bundled_rule_folder_lints_as_bundled() -> None:
     warnings: list[str] = []
     assert lint_directory(data_dir("knowledge") / "native_crash", warnings) == [] and warnings == []
     assert lint_directory(data_dir("knowledge") / "async_error_unlocalized" / "rule.toml", warnings) == [] and warnings == []
+
+
+def test_an_example_that_is_not_text_is_a_lint_problem_not_a_traceback(tmp_path: Path) -> None:
+    make_rule(tmp_path)
+    (tmp_path / "shm_user_rule" / "examples" / "negative" / "02.log").write_bytes(b"\xff\xfe broken")
+    problems = lint_directory(tmp_path)
+    assert len(problems) == 1 and "examples/negative: an example is not UTF-8 text" in problems[0], problems
+    proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), "-", stdin=POSITIVE.encode())
+    assert b'"rule": "shm_user_rule"' in proc.stdout  # the rule still diagnoses: examples are not read to diagnose

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kbdebug.kb.layout import LayoutError
 from kbdebug.kb.model import Rule
 
 _SHOWN = 100
@@ -45,6 +46,10 @@ def check_examples(rule: Rule, kb_dirs: list[Path] | None = None) -> list[str]:
     `kb_dirs` are the user rule directories the rule was loaded with, so that a user rule is checked
     against the knowledge base it will actually run in.
     """
-    problems = [check_example(rule, s, True, kb_dirs, i) for i, s in enumerate(rule.examples.positive, 1)]
-    problems += [check_example(rule, s, False, kb_dirs, i) for i, s in enumerate(rule.examples.negative, 1)]
+    try:
+        examples = rule.examples
+    except LayoutError as exc:  # an example file that cannot be read is the problem to report
+        return [str(exc)]
+    problems = [check_example(rule, s, True, kb_dirs, i) for i, s in enumerate(examples.positive, 1)]
+    problems += [check_example(rule, s, False, kb_dirs, i) for i, s in enumerate(examples.negative, 1)]
     return [p for p in problems if p is not None]

@@ -23,14 +23,14 @@ def show_rule(rule: Rule, kb: KnowledgeBase, kb_dirs: list[Path] | None, fmt: st
     from kbdebug.diagnosis import Diagnosis, Incident
     from kbdebug.render import render
 
-    data = rule.model_dump(exclude_defaults=True)
+    data = rule.model_dump(exclude_defaults=True, exclude={"examples_table"})
     lines = [f"{rule.id}: {rule.title}", f"  file: {kb.sources.get(rule.id, '?')}", "", "Matches:"]
     for key, value in data.items():
         if key in _NOT_MATCHING:
             continue
         for item in value if isinstance(value, list) else [value]:
             lines.append(f"  {key}: {_compact(item)}")
-    examples = data.get("examples") or {}
+    examples = rule.examples.model_dump(exclude_defaults=True)
     positive = list(examples.get("positive", [])) if isinstance(examples, dict) else []
     if examples:
         lines += ["", "Examples:"]

@@ -46,12 +46,11 @@ def is_folder_rule(path: Path) -> bool:
 
 
 def rule_files(path: Path) -> list[Path]:
-    """Every file a rule is read from (its cache key): the TOML, and for a folder its guide and examples."""
+    """Every file a rule is read from when it is loaded (its cache key): the TOML, and for a folder its guide.
+    A folder's examples are read when asked for (kbdebug.kb.model.Rule.examples)."""
     if not is_folder_rule(path):
         return [path]
-    folder = path.parent
-    examples = sorted((folder / EXAMPLES_DIR).glob("*/*.log"))
-    return [path, folder / GUIDE_FILE, *examples]
+    return [path, path.parent / GUIDE_FILE]
 
 
 def read_guide(text: str, where: Path) -> dict[str, str]:
@@ -78,11 +77,17 @@ def join_lines(text: str) -> str:
 
 
 def read_examples(folder: Path) -> dict[str, list[str]]:
-    """The example snippets of a rule folder, each file one snippet, in file-name order."""
+    """The example snippets of a rule folder, each file one snippet, in file-name order; a LayoutError names
+    a file that cannot be read."""
     out: dict[str, list[str]] = {}
     for kind in ("positive", "negative"):
         files = sorted((folder / EXAMPLES_DIR / kind).glob("*.log"))
-        out[kind] = [f.read_text(encoding="utf-8") for f in files]
+        try:
+            out[kind] = [f.read_text(encoding="utf-8") for f in files]
+        except OSError as exc:
+            raise LayoutError(f"{exc.filename or folder}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise LayoutError(f"{folder / EXAMPLES_DIR / kind}: an example is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return out
 
 
@@ -98,7 +103,6 @@ def rule_data(path: Path, parsed: dict[str, Any]) -> dict[str, Any]:
     guide = folder / GUIDE_FILE
     try:
         data["guide"] = read_guide(guide.read_text(encoding="utf-8"), guide)
-        data["examples"] = read_examples(folder)
     except OSError as exc:
         raise LayoutError(f"{exc.filename or guide}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

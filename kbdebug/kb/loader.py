@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
-from kbdebug.kb.layout import LayoutError, rule_data, rule_files, rule_paths
+from kbdebug.kb.layout import LayoutError, is_folder_rule, rule_data, rule_files, rule_paths
 from kbdebug.kb.model import Rule
 
 
@@ -85,6 +85,8 @@ def read_rule_data(path: Path, data: bytes | None = None, templates: bool = True
     rule = None
     try:
         rule = Rule.model_validate(parsed)
+        if is_folder_rule(path):
+            rule.read_examples_from(path.parent)
         problems = []
     except ValidationError as exc:
         problems = [f"{path}: {line}" for line in validation_lines(exc)]
@@ -176,8 +178,8 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     for path, data in files:
         digest.update(f"\0{path}\0{len(data)}\0".encode())
         digest.update(data)
-        for part in rule_files(path)[1:]:  # a folder's guide and examples are part of the rule: by their size and
-            try:  # time of change (reading 400 example files would cost a cold start more than the cache saves)
+        for part in rule_files(path)[1:]:  # a folder's guide is part of the rule: by its size and time of change
+            try:
                 st = part.stat()
                 digest.update(f"\0{part}\0{st.st_size}\0{st.st_mtime_ns}".encode())
             except OSError:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from kbdebug.kb.layout import read_examples
 from kbdebug.kb.patterns import check_pattern
 from kbdebug.phrases import canonical_text, may_hold, required_texts
 
@@ -180,7 +182,21 @@ class Rule(BaseModel):
     facts: dict[str, str] = {}
     guide: Guide
     references: list[str] = []
-    examples: Examples = Field(default_factory=Examples)  # only where a rule file has no [examples]
+    # a single-file rule's [examples]; a rule folder's are files in its examples/, read when asked for
+    examples_table: Examples = Field(default_factory=Examples, alias="examples")
+    _examples_dir: str | None = PrivateAttr(default=None)
+
+    @property
+    def examples(self) -> Examples:
+        """The rule's examples. A folder's are read only by the tests and `rules lint`/`show`: a diagnosis never
+        needs them, and reading some 400 files cost every cold start (and every cached knowledge base) their text."""
+        if self._examples_dir is None:
+            return self.examples_table
+        return Examples.model_validate(read_examples(Path(self._examples_dir)))
+
+    def read_examples_from(self, folder: Path) -> None:
+        """Take the examples from the files in a rule folder's examples/ (kbdebug.kb.layout)."""
+        self._examples_dir = str(folder)
 
     @model_validator(mode="after")
     def _recognisable(self) -> Rule:

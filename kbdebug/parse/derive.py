@@ -24,7 +24,7 @@ from lark.lexer import PatternStr
 from kbdebug import phrases
 from kbdebug._cache import cached, code_version
 from kbdebug.parse import packaged
-from kbdebug.parse.grammar import COMMON, directive, folder, names, parse, parser, source
+from kbdebug.parse.grammar import COMMON, directive, files, folder, names, parse, parser, source
 from kbdebug.phrases import canonical_text, split_alternatives
 
 T = TypeVar("T")
@@ -246,6 +246,61 @@ def own_line(name: str) -> Anchors | None:
     return anchors(name, *kinds) if kinds else None
 
 
+# -- the scanner's needles --------------------------------------------------------------------------
+MIN_NEEDLE = 4  # a text shorter than this cannot be searched for: it is everywhere
+NEEDLE = 6  # needles are this long (or a whole shorter text): `tion` would hit every other English line
+
+
+def openers(name: str) -> list[str]:
+    """The line kinds of grammar `name` that open a record: `// scan for: a b` (`*` for all, `none`)."""
+    kinds = required_texts(name)
+    words = directive(source(name), "scan for") or ["*"]
+    if words == ["*"]:
+        return sorted(kinds)
+    return [] if words == ["none"] else [w for w in words if w in kinds]
+
+
+@cache
+def grammar_needles(name: str) -> tuple[bytes, ...]:
+    """A few short byte strings such that every line of grammar `name` that opens a record holds one."""
+    return _derived(name, "needles", lambda: _needles(name))
+
+
+def _needles(name: str) -> tuple[bytes, ...]:
+    texts: set[bytes] = set()
+    for kind in openers(name):
+        found = required_texts(name)[kind]
+        if found is None or min(len(t) for t in found) < MIN_NEEDLE:
+            raise ValueError(f"{files()[name]}: line kind {kind!r} opens a record but holds no searchable text")
+        texts |= {t.encode() for t in found}
+    return cover(texts)
+
+
+def cover(texts: set[bytes]) -> tuple[bytes, ...]:
+    """Greedy set cover: the substring found in most of the texts not yet covered, until all are."""
+    left = set(texts)
+    chosen: list[bytes] = []
+    while left:
+        counts: dict[bytes, int] = {}
+        for text in left:
+            subs = {text[i : i + NEEDLE] for i in range(max(1, len(text) - NEEDLE + 1))}
+            for sub in subs:
+                counts[sub] = counts.get(sub, 0) + 1
+        best = max(counts, key=lambda s: (_rarity(s) > 0, counts[s], _rarity(s), s))
+        chosen.append(best)
+        left = {t for t in left if best not in t}
+    for needle in reversed(list(chosen)):  # a needle whose texts the others all hold is idle
+        rest = [n for n in chosen if n != needle]
+        if all(any(n in t for n in rest) for t in texts if needle in t):
+            chosen = rest
+    return tuple(sorted(chosen))
+
+
+def _rarity(needle: bytes) -> int:
+    """Capitals, digits and punctuation are rarer in a log than lower-case words (`Iterat`, not `ration`)."""
+    return sum(not (97 <= b <= 122 or b == 32) for b in needle)
+
+
 def _derived(name: str, what: str, build: Callable[[], T]) -> T:
     """`build()`'s reading of grammar `name`: the one shipped with the grammars when it was derived from
     this grammar text and this code (kbdebug.parse.packaged), else kept in the cache under them."""
@@ -258,7 +313,7 @@ def _derived(name: str, what: str, build: Callable[[], T]) -> T:
 
 # What the readings shipped in the format folders' derived.json are: raise it when the deriving code changes what a
 # grammar yields, or the shape of a reading (tests/test_packaged.py fails while the file is stale).
-READINGS = "readings-1"
+READINGS = "readings-2"
 
 
 def _grammar_hash(name: str) -> str:
@@ -275,6 +330,7 @@ def packaged_readings() -> dict[Path, dict[str, Any]]:
             _anchors_key(()): _AnchorReader(grammar).read(None),
             "line_start": _line_start(grammar),
             "texts": _required_texts(grammar),
+            "needles": _needles(name),
         }
         kinds = directive(source(name), "own line")
         if kinds:

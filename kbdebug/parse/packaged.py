@@ -53,7 +53,10 @@ def reading(name: str, what: str, grammar_hash: str, code_hash: str) -> Any | No
 
 
 def encode(what: str, value: Any) -> Any:
-    """A reading as JSON: anchors are (texts, {text: spaces}), texts are {kind: set of texts or None}."""
+    """A reading as JSON: anchors are (texts, {text: spaces}), texts are {kind: set of texts or None}, needles
+    are byte strings (kept byte for byte as Latin-1 text: a needle may cut a UTF-8 character)."""
+    if what == "needles":
+        return [n.decode("latin-1") for n in value]
     if what == "texts":
         return {kind: None if texts is None else sorted(texts) for kind, texts in sorted(value.items())}
     if what.startswith("anchors-"):
@@ -65,7 +68,11 @@ def encode(what: str, value: Any) -> Any:
 def decode(what: str, value: Any) -> Any:
     """The reading as the deriving code returns it; ValueError where the JSON is not of that shape."""
     out: Any
-    if what == "texts":
+    if what == "needles":
+        out = tuple(str(n).encode("latin-1") for n in value)
+        if not isinstance(value, list):
+            raise ValueError("needles: not a list")
+    elif what == "texts":
         out = {str(kind): None if texts is None else frozenset(map(str, texts)) for kind, texts in value.items()}
     elif what.startswith("anchors-"):
         direct, after = value
