@@ -78,6 +78,7 @@ _PREFIXES = [
 _GLUE = re.compile(
     rf"(?<=\S)(?={TRACEBACK_HEADER}:)"
     r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
+    r"|(?<==========) +(?==========(?:\s|$))"  # the tool's empty line glued before its next one
     r"|(?<=` failed\.)(?=\S)"
     r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
@@ -95,7 +96,7 @@ _RECORD_START = re.compile(
     # redrawn at one width (tqdm), which would otherwise read as a wrap
     r"|^(?:Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"
 )
-_RULE_LINE = re.compile(r"^[-=_*#~\s]+$")
+_RULE_LINE = re.compile(r"^[-=_*#~^\s]+$")  # a rule of punctuation, or the `^~~~` markers under a source line: never wrapped text
 
 
 # Translated pages and CJK input methods print ASCII punctuation in its full-width form: fold the whole

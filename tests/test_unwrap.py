@@ -253,3 +253,58 @@ def test_a_wrap_right_after_a_workers_log_prefix_leaves_the_line_to_the_next_row
     assert len(head.format(r=1, f=pad)) == 80
     assert key(wrap(text, 80)) == key(text)
     assert key(text).startswith("cuda_oom | RuntimeError: CUDA out of memory occurred when warming up")
+
+
+def test_a_sanitizer_report_whose_newlines_were_lost_is_still_read() -> None:
+    """Markdown joined the report into one paragraph, an empty `=========` line included: each `=========` of the
+    tool's starts one of its lines again."""
+    report = [
+        "========= COMPUTE-SANITIZER",
+        "=========",
+        "========= Invalid __shared__ write of size 8 bytes",
+        "=========     at reduce_rows(double *, int)+0x2f0 in /src/kern/reduce.cu:77",
+        "=========     by thread (31,0,0) in block (2,0,0)",
+        "=========     Address 0x400 is out of bounds",
+        "=========",
+        "========= ERROR SUMMARY: 1 error",
+    ]
+    root = diagnose_text(" ".join(report) + "\n").incidents[0]
+    assert (root.rule, root.facts["kernel_path"], root.facts["kernel_line"], root.facts["address"]) == (
+        "sanitizer_memcheck",
+        "/src/kern/reduce.cu",
+        77,
+        "0x400",
+    )
+    assert root.facts == diagnose_text("\n".join(report) + "\n").incidents[0].facts
+
+
+def test_a_row_of_equals_signs_inside_a_joined_line_is_no_sanitizer_line() -> None:
+    """torchrun's failure table drawn with `=` borders, joined onto the exception before it: the exception is read."""
+    from kbdebug.parse import parse_text
+
+    joined = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
+        + "=" * 60
+        + " main.py FAILED "
+        + "-" * 60
+        + " Failures: <NO_OTHER_FAILURES>"
+    )
+    excs = [r for r in parse_text(joined) if r.kind == "exception"]
+    assert [e.exc_type for e in excs] == ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError"]
+
+
+def test_python_s_caret_markers_are_never_a_wrapped_line() -> None:
+    """`^^^^` under a source line is printed whole: the message after it (its type not pasted) is a line of its own,
+    however wide the markers were."""
+    from kbdebug.parse import parse_text
+
+    log = (
+        '  File "/srv/app/pipeline.py", line 41, in render\n'
+        "    images = self.decoder(latents.to(self.device, dtype=torch.float16)).sample.clamp(-1, 1).float().cpu()\n"
+        "             " + "^" * 96 + "\n"
+        "Allocation on device 0 would exceed allowed memory. (out of memory)\n"
+    )
+    (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
+    assert exc.message == "Allocation on device 0 would exceed allowed memory. (out of memory)"
+    assert exc.frames[-1].code.startswith("images = self.decoder(")
+    assert diagnose_text(log).incidents[0].rule == "cuda_oom"

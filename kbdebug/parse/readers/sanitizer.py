@@ -140,8 +140,9 @@ class SanitizerReader(Reader):
     def read(self, line: Line) -> bool:
         text = line.text
         san = anchors("sanitizer").starts(text, 1)
-        if san:
-            self.sanitizer(line, text[san[0] :])
+        # the tool's `=========` begins its every line: a line that begins so is the tool's (or a border of
+        # `=`), one that holds it further on only when what follows reads as the tool's (a glued paste)
+        if san and (self.sanitizer(line, text[san[0] :]) or not text[: san[0]].strip()):
             return True
         m = _SAN_TOOL_OPT.search(text) or _SAN_CMD.search(text)
         if m:
@@ -150,10 +151,11 @@ class SanitizerReader(Reader):
                 self.san_check = m.group(2)
         return False
 
-    def sanitizer(self, line: Line, text: str) -> None:
+    def sanitizer(self, line: Line, text: str) -> bool:
+        """Read a line of the tool's; False when it is none."""
         tree = parse("sanitizer", text)
         if tree is None:
-            return
+            return False
         body = text.lstrip("=").strip()  # after the tool's prefix
         f = SanitizerTree().read(tree)
         kind = f.pop("template")
@@ -167,6 +169,7 @@ class SanitizerReader(Reader):
             self.san = None
         elif self.san is not None:
             self._detail(line, kind, f)
+        return True
 
     def _report(self, line: Line, body: str, f: Fields) -> None:
         """An error's first line opens a report; its check comes from the grammar, or from --tool for API errors."""
