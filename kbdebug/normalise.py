@@ -384,8 +384,27 @@ def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) 
 
 
 def _continues_lone(text: str, follow: str) -> bool:
-    """An indented traceback line (a frame, a source line) cut in two: the piece after it is not indented as they are."""
-    return len(follow) - len(follow.lstrip()) < 2 and not _RECORD_START.match(follow) and not _RULE_LINE.match(text)
+    """An indented traceback line (a frame, a source line) cut in two: the piece after it is not indented as they are.
+    A whole statement (its brackets closed) followed by a sentence is the source line and the error's message
+    pasted without its type, not one line cut in two."""
+    if len(follow) - len(follow.lstrip()) >= 2 or _RECORD_START.match(follow) or _RULE_LINE.match(text):
+        return False
+    return not (_PROSE.match(follow) and _closed(text))
+
+
+# a sentence's start: a capitalised word (`CUDA`, `Invalid`) and two lower-case words after it
+_PROSE = re.compile(r"^[A-Z][\w-]*(?: [a-z][\w-]*){2}")
+
+
+def _closed(code: str) -> bool:
+    """Whether every bracket the line opens, it closes (outside string literals, roughly): a statement that could end there."""
+    depth = 0
+    for ch in re.sub(r"'[^']*'|\"[^\"]*\"", "", code):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def lines_of(text: str) -> list[Line]:

@@ -256,3 +256,32 @@ def test_pytests_margin_is_taken_off_the_error_it_caught() -> None:
     root = diagnose_text(PYTEST_FAILURE).root
     assert root is not None and root.rule == "nll_target_out_of_range"
     assert (root.facts["error_type"], root.facts["error_message"]) == ("IndexError", "Target 255 is out of bounds.")
+
+
+def test_a_message_pasted_without_its_type_under_the_failing_line_is_that_line_s_error() -> None:
+    """Only the failing source line and the message (no traceback, no `RuntimeError: `): the message is read as
+    the error of that line, so the names on it (a label times a prediction in a loss) decide the cause."""
+    from kbdebug.api import diagnose_text
+    from kbdebug.parse import parse_text
+
+    log = "    inter = (labels * probs).sum(dim=(2, 3))\nThe size of tensor a (5) must match the size of tensor b (3) at non-singleton dimension 1\n"
+    (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
+    assert (exc.exc_type, exc.frames[0].code) == ("", "inter = (labels * probs).sum(dim=(2, 3))")
+    assert diagnose_text(log).incidents[0].rule == "channel_onehot_mismatch"
+    # IPython's frames with their context lines, then the message without its type
+    ipy = (
+        "~/work/seg/losses.py in forward(self, logits, labels)\n"
+        "     40         probs = logits.softmax(1)\n"
+        "---> 41         inter = (labels * probs).sum(dim=(2, 3))\n"
+        "     42         return 1 - 2 * inter / union\n"
+        "\n"
+        "The size of tensor a (5) must match the size of tensor b (3) at non-singleton dimension 1\n"
+    )
+    assert diagnose_text(ipy).incidents[0].rule == "channel_onehot_mismatch"
+
+
+def test_an_indented_log_line_then_an_ordinary_line_makes_no_error() -> None:
+    from kbdebug.parse import parse_text
+
+    log = "Validation:\n    mIoU = 0.613, loss = 0.412\nSaving checkpoint to runs/exp3/last.pt\n"
+    assert [r for r in parse_text(log) if r.kind == "exception" and r.exc_type == "" and r.first_line == 3] == []

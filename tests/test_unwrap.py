@@ -308,3 +308,19 @@ def test_python_s_caret_markers_are_never_a_wrapped_line() -> None:
     assert exc.message == "Allocation on device 0 would exceed allowed memory. (out of memory)"
     assert exc.frames[-1].code.startswith("images = self.decoder(")
     assert diagnose_text(log).incidents[0].rule == "cuda_oom"
+
+
+def test_a_whole_source_line_and_the_message_after_it_are_two_lines() -> None:
+    """Only the frames and the message were pasted (no `Type: `): a source line whose brackets all close, then a
+    sentence, is no line cut in two; a line cut inside its brackets still is."""
+    from kbdebug.parse import parse_text
+
+    frame = '  File "/home/kim/seg/util.py", line 28, in to_one_hot\n'
+    whole = "    one_hot = torch.zeros(n, classes, h, w, device=labels.device).scatter_(1, labels.view(n, 1, h, w), 1)\n"
+    log = frame + whole + "Invalid index in scatter at /pytorch/aten/src/TH/generic/THTensorEvenMoreMath.cpp:551\n"
+    (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
+    assert exc.frames[-1].code == whole.strip()
+    assert exc.message.startswith("Invalid index in scatter")
+    cut = "    one_hot = torch.zeros(n, classes, h, w, device=labels.device).scatter_(1, labels.view(n, 1, h, w),\n"
+    joined = texts(frame + cut + "1)\n")
+    assert joined[-1].strip() == cut.strip() + "1)"

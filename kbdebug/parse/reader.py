@@ -30,6 +30,9 @@ class Sink(Protocol):
     def empty(self) -> bool:
         """Whether no reader has built any record in the region yet."""
 
+    def holds_message(self, line: Line) -> bool:
+        """Whether a format that reads messages would make a record of `line` (asked, not read: nothing is kept)."""
+
 
 class Reader:
     """One format's reader, made afresh for each region.

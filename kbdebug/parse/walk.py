@@ -36,6 +36,13 @@ class Walk:
     def empty(self) -> bool:
         return not self.out
 
+    def holds_message(self, line: Line) -> bool:
+        scratch = _Scratch()
+        for fmt in formats():
+            if fmt.reader.reads_messages:
+                fmt.reader(scratch).read(line)
+        return bool(scratch.out)
+
     def reread(self, forms: Sequence[Line]) -> None:
         """Each form in turn, to the readers that read messages; the first form that gives a record ends it.
         A record of the same kind already read off that line (from the message's first line) stays unless
@@ -88,6 +95,26 @@ class Walk:
                 finally:
                     self._at = None
                 return
+
+
+class _Scratch:
+    """A sink that keeps what it is handed and answers nothing: for asking a reader what it would make of a line."""
+
+    def __init__(self) -> None:
+        self.out: list[Record] = []
+
+    def emit(self, record: Record) -> None:
+        self.out.append(record)
+
+    def reread(self, forms: Sequence[Line]) -> None:
+        pass
+
+    @property
+    def empty(self) -> bool:
+        return not self.out
+
+    def holds_message(self, line: Line) -> bool:
+        return False
 
 
 def _said(rec: Record) -> int:

@@ -95,12 +95,20 @@ class TracebackReader(Reader):
                 self.exc_lines = MAX_MESSAGE_LINES
             else:
                 self._start_exc(line, "", stripped)
+        elif self.exc is None and stripped and not text[:1].isspace() and self._message_may_follow() and self.sink.holds_message(line):
+            # a message of a known form under a lone source line or IPython's frames (whose context lines are no
+            # message): the error pasted without its `Type: `
+            self._start_exc(line, "", stripped)
         elif self.exc is not None and self.exc_lines < self._message_limit() and stripped and self._same_rank(line):
             self.exc.message += "\n" + stripped
             self.exc.last_line = line.no
             self.exc_lines += 1
         self._after(line)
         return False
+
+    def _message_may_follow(self) -> bool:
+        """After a lone source line (no frame), or after IPython's frames; Python's plain frames are read above."""
+        return bool(self.free_code) if not self.frames else not self.plain_frames
 
     def passed(self, line: Line, ends_messages: bool) -> None:
         if ends_messages:
