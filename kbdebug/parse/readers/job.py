@@ -30,6 +30,7 @@ _SOURCES: dict[str, tuple[Source, str | None]] = {
     "srun_task": ("scheduler", None),
     "pbs_killed": ("scheduler", None),
     "lsf_killed": ("scheduler", None),
+    "condor_memory": ("scheduler", None),
     "k8s_oomkilled": ("scheduler", "SIGKILL"),
     "k8s_evicted": ("scheduler", None),
     "preempted": ("scheduler", None),
