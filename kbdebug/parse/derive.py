@@ -60,6 +60,11 @@ class Anchors:
                 tok = _LAST_TOKEN.search(text, 0, k)
                 if tok:
                     found.add(tok.start())
+                    # the token may be glued to an exception's name by its colon (`RuntimeError:gather():`, a
+                    # full-width colon folded back without the space a paste dropped)
+                    glued = _GLUED.search(text, tok.start(), k)
+                    if glued:
+                        found.add(glued.end())
         return sorted(found)[:limit]
 
 
@@ -138,6 +143,7 @@ def _expand_start(alt: str) -> list[str]:
 
 
 _LAST_TOKEN = re.compile(r"\S+\s*$")
+_GLUED = re.compile(r"(?<=\w):(?=\w)")
 
 
 @cache

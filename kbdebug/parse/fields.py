@@ -21,10 +21,12 @@ Fields = dict[str, Any]
 _NUMBER_TYPES = frozenset({"INT", "SIGNED", "NUMBER", "SIGNED_INT", "LINENO"})  # the grammars' number terminals
 
 
-def value(tok: Token) -> int | str:
-    """A token's value: numbers as int (thousands separators dropped), text stripped."""
+def value(tok: Token) -> int | float | str:
+    """A token's value: numbers as int, or float where they hold a fraction (`2.0`; thousands separators
+    dropped), text stripped."""
     if tok.type in _NUMBER_TYPES:
-        return int(str(tok).replace(",", ""))
+        number = str(tok).replace(",", "")
+        return float(number) if "." in number else int(number)
     return str(tok).strip()
 
 

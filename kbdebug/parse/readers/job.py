@@ -28,7 +28,13 @@ _SOURCES: dict[str, tuple[Source, str | None]] = {
     "slurm_oom": ("scheduler", "SIGKILL"),
     "slurm_mem_limit": ("scheduler", "SIGKILL"),
     "srun_task": ("scheduler", None),
+    "pbs_killed": ("scheduler", None),
+    "lsf_killed": ("scheduler", None),
+    "condor_memory": ("scheduler", None),
     "k8s_oomkilled": ("scheduler", "SIGKILL"),
+    "k8s_evicted": ("scheduler", None),
+    "preempted": ("scheduler", None),
+    "kernel_fault": ("kernel", None),
     "heap_corruption": ("glibc", "SIGABRT"),
     "stack_smashing": ("glibc", "SIGABRT"),
     "worker_fault": ("dataloader", None),
@@ -52,6 +58,14 @@ class JobTree(FieldTransformer):
 
     def signal_name(self, children: list[Token]) -> Fields:
         return {"signal": str(children[0])}
+
+    def segfault(self, children: list[Token]) -> Fields:
+        return {"signal": "SIGSEGV"}
+
+    def trap(self, children: list[Token]) -> Fields:
+        """The signal the kernel sends for the trap it names (an invalid opcode is SIGILL, a divide error SIGFPE)."""
+        kind = str(children[-1])
+        return {"signal": {"invalid opcode": "SIGILL", "divide error": "SIGFPE"}.get(kind, "SIGSEGV")}
 
     def srun_oom(self, children: list[Token]) -> Fields:
         return {"reason": "Out Of Memory"}

@@ -128,6 +128,7 @@ _DERIVED = {
     "worker_killed": lambda out: {"signal": signal_of_text(str(out["values"].get("signal_text", "")))},
     "batch_size": _flattened,
     "view_size": _view_numel,
+    "unflatten_size": _view_numel,
     "inplace_version": _inplace,
     "target_size_nd": _extra_singleton,
     "anomaly_nan": lambda out: {"op": out["values"].get("backward_function")},
