@@ -11,20 +11,10 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
+from live_errors import guide, root  # noqa: E402
+
 from kbdebug import diagnose  # noqa: E402
 from kbdebug.diagnosis import Incident  # noqa: E402
-
-
-def root(fn) -> Incident:  # type: ignore[no-untyped-def]
-    with pytest.raises(Exception) as info:
-        fn()
-    diag = diagnose(info.value)
-    assert diag.incidents, "nothing diagnosed"
-    return diag.incidents[0]
-
-
-def guide(inc: Incident) -> str:
-    return " ".join(str(inc.guide.get(k, "")) for k in ("what", "why", "confirm", "fix"))
 
 
 # -- dtypes ---------------------------------------------------------------------------------------------

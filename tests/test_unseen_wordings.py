@@ -12,20 +12,9 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-from kbdebug import diagnose, diagnose_text  # noqa: E402
-from kbdebug.diagnosis import Incident  # noqa: E402
+from live_errors import guide, root  # noqa: E402
 
-
-def root(fn) -> Incident:  # type: ignore[no-untyped-def]
-    with pytest.raises(BaseException) as info:
-        fn()
-    diag = diagnose(info.value)
-    assert diag.incidents, "nothing diagnosed"
-    return diag.incidents[0]
-
-
-def guide(inc: Incident) -> str:
-    return " ".join(str(inc.guide.get(k, "")) for k in ("what", "why", "confirm", "fix"))
+from kbdebug import diagnose_text  # noqa: E402
 
 
 def test_gather_with_float_index_is_a_dtype_mismatch_telling_to_make_it_long() -> None:

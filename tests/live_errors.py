@@ -1,0 +1,24 @@
+"""Helpers for the tests that raise real errors and diagnose them live (`kbdebug.diagnose(exc)`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from kbdebug import diagnose
+from kbdebug.diagnosis import Incident
+
+
+def root(fn: Callable[[], object]) -> Incident:
+    """The root incident of the error `fn` raises (anything it raises: a checkpoint's EOFError included)."""
+    with pytest.raises(BaseException) as info:
+        fn()
+    diag = diagnose(info.value)
+    assert diag.incidents, "nothing diagnosed"
+    return diag.incidents[0]
+
+
+def guide(inc: Incident) -> str:
+    """The guide's four sections as one text, for asserting on what the user reads."""
+    return " ".join(str(inc.guide.get(k, "")) for k in ("what", "why", "confirm", "fix"))
