@@ -243,3 +243,22 @@ def test_pickled_terminals_are_plain_text_or_compiled_on_first_use() -> None:
     assert rx.groups == 0  # anything else asked of it is the compiled pattern's
     assert plain.match("index 5 is out of bounds", 8, 20) is None  # endpos, as re has it
     assert not isinstance(terminal(re.escape("Error"), re.UNICODE | re.IGNORECASE), Literal)
+
+
+def test_a_warning_s_message_never_takes_a_line_that_only_starts_like_a_traceback_s() -> None:
+    """c10's `Exception raised from F at FILE:LINE` starts with an exception's name but is no exception line: it
+    belongs to the C++ block, not to the warning printed long before it."""
+    from kbdebug.parse import parse_text
+
+    log = (
+        "/x/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create 8 worker processes in total.\n"
+        "  warnings.warn(_create_warning_msg(\n"
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  CUDA error: an illegal memory access was encountered\n"
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent call first):\n"
+    )
+    records = parse_text(log)
+    (warning,) = [r for r in records if r.kind == "exception"]
+    assert "Exception raised" not in warning.message
+    (cpp,) = [r for r in records if r.kind == "cpp_exception"]
+    assert (cpp.raised_from, cpp.raised_line) == ("c10_cuda_check_implementation", 44)

@@ -178,8 +178,8 @@ class TracebackReader(Reader):
         text = line.text.strip()
         self.expect_code = False
         tree = parse("traceback", text)
-        if tree is None:
-            if self.exc is not None and self.exc_lines < MAX_MESSAGE_LINES:
+        if tree is None:  # a line that starts as a traceback's does not read as one: the open message's next line
+            if self.exc is not None and self.exc_lines < self._message_limit() and self._same_rank(line):
                 self.exc.message += "\n" + text
                 self.exc_lines += 1
             return False
