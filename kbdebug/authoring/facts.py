@@ -16,7 +16,6 @@ lint result, and tests/test_fact_declarations.py keeps the declarations true to 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from collections.abc import Iterable
@@ -28,6 +27,7 @@ from lark import Transformer
 from kbdebug import records
 from kbdebug.parse.grammar import folder
 from kbdebug.parse.grammar import source as grammar_source
+from kbdebug.parse.registry import defined_in
 from kbdebug.records import PyException
 from kbdebug.vocabulary import CONTEXT_FACTS, GUARD_FACTS
 
@@ -61,13 +61,10 @@ def grammar_fields(grammar: str) -> frozenset[str]:
     return frozenset(set(_RULE.findall(source)) - templates - built - {"start"})
 
 
-def _transformers(grammar: str) -> list[type]:
+def _transformers(grammar: str) -> list[type[Transformer]]:
     """The lark Transformers of the format that reads `grammar` (in its reader's module), which turn its
     trees into a record's values."""
-    module = importlib.import_module(f"kbdebug.parse.readers.{folder(grammar).name}")
-    return [
-        cls for _, cls in inspect.getmembers(module, inspect.isclass) if issubclass(cls, Transformer) and cls.__module__ == module.__name__
-    ]
+    return defined_in(folder(grammar).name, Transformer)
 
 
 @cache

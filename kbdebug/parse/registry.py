@@ -8,9 +8,12 @@ import importlib
 import inspect
 from dataclasses import dataclass
 from functools import cache
+from typing import TypeVar
 
 from kbdebug.parse.grammar import folder, names
 from kbdebug.parse.reader import Reader
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -32,13 +35,16 @@ def formats() -> tuple[Format, ...]:
 
 def _reader(name: str) -> type[Reader]:
     """The one Reader class defined in kbdebug/parse/readers/<name>.py."""
+    readers = defined_in(name, Reader)
+    if len(readers) != 1:
+        raise LookupError(f"kbdebug/parse/readers/{name}.py defines {len(readers)} Reader classes, not one")
+    return readers[0]
+
+
+def defined_in(name: str, base: type[T]) -> list[type[T]]:
+    """The subclasses of `base` that the reader module of format `name` defines (its Reader, its Transformers)."""
     try:
         module = importlib.import_module(f"kbdebug.parse.readers.{name}")
     except ModuleNotFoundError as exc:
         raise LookupError(f"grammars/{name}/ has no reader: kbdebug/parse/readers/{name}.py is missing") from exc
-    readers = [
-        cls for _, cls in inspect.getmembers(module, inspect.isclass) if issubclass(cls, Reader) and cls.__module__ == module.__name__
-    ]
-    if len(readers) != 1:
-        raise LookupError(f"kbdebug/parse/readers/{name}.py defines {len(readers)} Reader classes, not one")
-    return readers[0]
+    return [cls for _, cls in inspect.getmembers(module, inspect.isclass) if issubclass(cls, base) and cls.__module__ == module.__name__]
