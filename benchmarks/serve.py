@@ -71,7 +71,9 @@ def get(url: str) -> dict:
 
 
 def post(url: str, data: bytes, job: str) -> int:
-    req = urllib.request.Request(f"{url}/v1/diagnose?job={job}", data=data, headers={"Content-Type": "text/plain"}, method="POST")
+    req = urllib.request.Request(
+        f"{url}/v1/diagnose?job={job}", data=data, headers={"Content-Type": "text/plain", "X-Kbdebug-Client": "bench"}, method="POST"
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as resp:
             resp.read()
