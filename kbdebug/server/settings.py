@@ -11,7 +11,7 @@ from datetime import timedelta
 DEFAULT_MAX_UPLOAD = 16 << 20
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
 
-_DURATION = re.compile(r"^\s*(\d{1,9})\s*([mhdw])\s*$")
+_DURATION = re.compile(r"^\s*(\d{1,30})\s*([mhdw])\s*$")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 LONGEST = timedelta(days=365 * 200)  # no duration reaches further back than this: the clock's range ends before
 
@@ -21,7 +21,7 @@ def parse_duration(value: str) -> timedelta | None:
     m = _DURATION.match(value)
     if m is None:
         return None
-    return min(timedelta(**{_UNITS[m.group(2)]: int(m.group(1))}), LONGEST)
+    return min(timedelta(**{_UNITS[m.group(2)]: min(int(m.group(1)), 10**6)}), LONGEST)  # 10**6 weeks is in range
 
 
 @dataclass(frozen=True)
