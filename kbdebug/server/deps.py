@@ -56,7 +56,8 @@ def check_host(request: Request, settings: SettingsDep) -> None:
     name = _host_name(request.headers.get("host", ""))
     if name not in settings.hosts():
         raise HTTPException(
-            421, f"this service does not answer to the host {name!r}: give it --public-url or --allow-host (loopback names always work)"
+            421,
+            f"this service does not answer to the host {name!r}: give it --public-url or list it in KBDEBUG_SERVE_ALLOWED_HOSTS (loopback names always work)",
         )
 
 
@@ -90,7 +91,7 @@ def _same_origin(request: Request) -> bool:
 
 def write_access(request: Request, settings: SettingsDep) -> None:
     if settings.token and not hmac.compare_digest(_given_token(request).encode(), settings.token.encode()):
-        raise Unauthorized("this server takes writes only with its token (Authorization: Bearer TOKEN)")
+        raise Unauthorized("this server takes reports only with its token (Authorization: Bearer TOKEN)")
     if request.method in UNSAFE and not any(h in request.headers for h in CLIENT_HEADERS) and not _same_origin(request):
         raise HTTPException(
             403, "a write needs the header X-Kbdebug-Client (any value) or the token: a form or script on another site cannot send it"

@@ -94,6 +94,8 @@ def revive(data: dict[str, Any]) -> Diagnosis:
     diag = Diagnosis.model_validate(data)
     for inc in diag.incidents:
         inc.records = _RECORDS.validate_python(inc.records)
+        for kind in {type(r) for r in inc.records}:
+            kind.model_rebuild()  # a record kind's schema is built when first needed (records/base.py): dumping needs it
     return diag
 
 
