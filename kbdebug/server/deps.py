@@ -57,7 +57,8 @@ def check_host(request: Request, settings: SettingsDep) -> None:
     if name not in settings.hosts():
         raise HTTPException(
             421,
-            f"this service does not answer to the host {name!r}: give it --public-url or list it in KBDEBUG_SERVE_ALLOWED_HOSTS (loopback names always work)",
+            f"this service does not answer to the host {name!r}: give it --public-url or list it in KBDEBUG_SERVE_ALLOWED_HOSTS"
+            " (loopback names always work)",
         )
 
 
