@@ -84,3 +84,22 @@ def test_serve_help_needs_no_server_packages() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}
     )
     assert r.returncode == 0 and "--max-upload" in r.stdout and "--webhook" in r.stdout
+
+
+def test_a_client_that_leaves_mid_diagnosis_harms_nothing(tmp_path: Path) -> None:
+    """#38.4: a 4 MiB retry-loop log posted by a client that hangs up at once: the server goes on taking
+    posts (another diagnosis worker), and its worker comes back or is replaced within the budget."""
+    import socket
+    import urllib.parse
+
+    one = b'Traceback (most recent call last):\n  File "train.py", line 10, in step\n    x = f()\nRuntimeError: boom\n'
+    slow = one * ((4 << 20) // len(one))
+    with serve(f"sqlite:///{tmp_path / 'c.db'}") as server:
+        where = urllib.parse.urlsplit(server.url)
+        for _ in range(2):
+            with socket.create_connection((where.hostname, where.port)) as s:
+                head = f"POST /v1/diagnose HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Kbdebug-Client: t\r\nContent-Length: {len(slow)}\r\n\r\n"
+                s.sendall(head.encode() + slow)
+        for log in (INDEX, OOM, EXAMPLE):
+            assert post(server.url, log)[0] == 201
+        assert get(server.url + "/v1/health")["reports"] in (3, 4, 5)  # the abandoned posts: stored or refused, never half
