@@ -145,3 +145,18 @@ def test_another_applications_reports_table_is_never_used(db_url: str) -> None:
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE reports"))
         engine.dispose()
+
+
+def test_a_held_lock_is_503_within_the_database_timeout(db_url: str) -> None:
+    c = client(db_url, db_timeout=0.5)
+    holder = db.make_engine(db_url)
+    with holder.connect() as conn:
+        if holder.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN EXCLUSIVE")
+        else:
+            conn.execute(text("LOCK TABLE reports, kbdebug_schema IN ACCESS EXCLUSIVE MODE"))
+        for r in (c.post("/v1/diagnose", content=INDEX), c.get("/v1/health")):
+            assert r.status_code == 503 and r.headers["retry-after"] == "30", r.json()
+        conn.rollback()
+    assert c.post("/v1/diagnose", content=INDEX).status_code == 201
+    holder.dispose()
