@@ -175,6 +175,9 @@ def _diagnose(body: bytes, source: str) -> Diagnosis:
 
 def main() -> None:
     """The worker's loop: one job at a time until stdin closes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the server stops its workers itself
     try:
         import resource
 
