@@ -90,7 +90,7 @@ def plot(start: datetime, step: timedelta, counts: list[int], width: int = 760, 
 
 
 def _dashboard(engine: Any, rule: str | None, job: str | None, since: datetime | None, status: str | None) -> dict[str, Any]:
-    filters = store.Filters(rule or None, job or None, since, status=status or None)
+    filters = store.Filters(rule or None, job or None, since, status=status or None, hide_ignored=True)
     now = store.utcnow()
     start = since if since is not None else now - PLOT_WINDOW
     first = store.earliest(engine)

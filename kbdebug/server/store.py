@@ -55,6 +55,7 @@ class Filters:
     since: datetime | None = None
     signature: str | None = None
     status: str | None = None
+    hide_ignored: bool = False  # the dashboard's default: an ignored group is shown when asked for by status
 
     def where(self) -> list[Any]:
         conds: list[Any] = [Report.signature == self.signature] if self.signature else [Report.signature != ""]
@@ -192,6 +193,8 @@ def groups(engine: Engine, filters: Filters, limit: int = 500) -> list[dict[str,
         )
         if filters.status:
             query = query.where(Report.signature.in_(select(Signature.signature).where(Signature.status == filters.status)))
+        elif filters.hide_ignored:
+            query = query.where(Report.signature.not_in(select(Signature.signature).where(Signature.status == "ignored")))
         rows = session.execute(query).all()
         sigs = [r[0] for r in rows]
         known = {s.signature: s for s in session.scalars(select(Signature).where(Signature.signature.in_(sigs)))} if sigs else {}
