@@ -67,6 +67,7 @@ def test_the_host_must_name_this_service_even_on_loopback(db_url: str) -> None:
     c = bare(db_url, base="http://attacker.example:8000")  # DNS rebinding: the attacker's name, our address
     for r in (c.get("/v1/crashes"), c.get("/"), c.post("/v1/diagnose", content=INDEX, headers={"x-kbdebug-client": "x"})):
         assert r.status_code == 421 and "attacker.example" in r.json()["detail"]
+    assert c.get("/v1/health").status_code == 200  # a liveness probe comes by address
     for base in ("http://127.0.0.1:8000", "http://localhost", "http://[::1]:8000"):
         assert bare(db_url, base=base).get("/v1/crashes").status_code == 200, base
     named = bare(db_url, base="https://crashes.example", public_url="https://crashes.example/")

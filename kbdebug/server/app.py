@@ -38,7 +38,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Every job's diagnosis in one place, grouped by root signature. Contract: docs/server.md.",
         docs_url=None,  # FastAPI's Swagger UI loads from a CDN; pages.docs draws the API offline
         redoc_url=None,
-        dependencies=[Depends(check_host)],
     )
     app.state.engine = engine
     app.state.settings = settings
@@ -51,8 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response
 
-    for module in (reports, crashes, health, pages):
-        app.include_router(module.router)
+    for module in (reports, crashes, pages):
+        app.include_router(module.router, dependencies=[Depends(check_host)])
+    app.include_router(health.router)  # a liveness probe comes by address, under any Host: health is open
     return app
 
 

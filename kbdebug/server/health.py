@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from kbdebug._version import __version__
 from kbdebug.diagnoser.signature import SIGNATURE_VERSION
 from kbdebug.server import db, models, store, triage
-from kbdebug.server.deps import EngineDep, Readable
+from kbdebug.server.deps import EngineDep, Readable, check_host
 
 router = APIRouter(prefix="/v1", tags=["service"], responses=models.ERRORS)
 
@@ -21,7 +21,9 @@ def get_health(engine: EngineDep) -> models.Health:
     )
 
 
-@router.get("/rules", summary="The rules this server diagnoses with", response_model=models.Rules, dependencies=[Readable])
+@router.get(
+    "/rules", summary="The rules this server diagnoses with", response_model=models.Rules, dependencies=[Depends(check_host), Readable]
+)
 def get_rules() -> models.Rules:
     from kbdebug.kb import load_kb
 
