@@ -88,7 +88,7 @@ def endpoint(url: str) -> str:
 
 def _post(url: str, log: bytes, meta: dict[str, str], timeout: float) -> dict[str, Any]:
     query = urllib.parse.urlencode(meta)
-    headers = {"Content-Type": "text/plain; charset=utf-8", "User-Agent": "kbdebug"}
+    headers = {"Content-Type": "text/plain; charset=utf-8", "User-Agent": "kbdebug", "X-Kbdebug-Client": "kbdebug"}
     token = os.environ.get("KBDEBUG_REPORT_TOKEN")
     if token:
         headers["Authorization"] = f"Bearer {token}"

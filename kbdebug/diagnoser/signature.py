@@ -42,6 +42,10 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
 # Only the head of a message identifies it: a paste wrapped or cut further on still groups with the original.
 MESSAGE_CHARS = 56
 
+# Raised whenever what a signature is built from changes: the crash service stores it with every report
+# and regroups the reports signed by another version when it starts (kbdebug/server/db.py), never silently.
+SIGNATURE_VERSION = 1
+
 
 def normalise_message(message: str) -> str:
     """The message with whatever differs between two runs of the same crash masked."""
