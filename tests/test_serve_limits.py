@@ -9,8 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +36,19 @@ def post(url: str, log: bytes, token: str = "", host: str | None = None) -> tupl
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
+
+
+# many short tracebacks: the costliest kind of log to diagnose (#38.4)
+REPEATED = b"".join(
+    b'Traceback (most recent call last):\n  File "a.py", line %d, in f\n    x()\nValueError: bad %d\n' % (i, i) for i in range(3000)
+)
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except OSError:
+        pass
 
 
 def half_sent(url: str, n: int, body: bool = False) -> list[socket.socket]:
@@ -108,6 +124,9 @@ def test_sigterm_stops_the_server_within_seconds(workers: str, tmp_path: Path) -
         url = f"http://127.0.0.1:{port}"
         wait_up(url)
         socks = half_sent(url, 5) + half_sent(url, 2, body=True)
+        busy = threading.Thread(target=lambda: _quietly(post, url, REPEATED), daemon=True)
+        busy.start()  # a long diagnosis in flight: SIGTERM does not wait for it to finish
+        time.sleep(1)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) is not None  # a TimeoutExpired here is the failure
     finally:
