@@ -65,6 +65,14 @@ def canned(raw: bytes) -> Answer:
     return answer
 
 
+def delayed(seconds: float, raw: bytes) -> Answer:
+    def answer(conn: socket.socket, _: Seen) -> None:
+        time.sleep(seconds)
+        conn.sendall(raw)
+
+    return answer
+
+
 def dribble(every: float, steps: int = 40) -> Answer:
     """A status line, then one header byte each `every` seconds (at most `steps`): never a whole answer."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, run_cli
-from hostile import Answer, canned, dribble, endless, peer, response, silent
+from hostile import Answer, canned, delayed, dribble, endless, peer, response, silent
 
 from kbdebug import reporting
 
@@ -161,3 +161,15 @@ def test_install_report_survives_a_hostile_answer(tmp_path: Path) -> None:
         r = subprocess.run([sys.executable, str(script)], capture_output=True, env=ENV, timeout=60)
     assert r.returncode == 1 and seen.count == 1
     assert r.stderr.decode().rstrip().splitlines()[-1].startswith(f"kbdebug: could not report to {url}: HTTP 201 but")
+
+
+def test_a_server_that_answers_each_log_slowly_is_given_a_bounded_time_for_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reporting, "BATCH_LIMIT", 1.0)
+    logs: list[tuple[str, list | None]] = [(str(ROOT / "examples" / "segmentation_crash.log"), None)] * 6
+    out = io.StringIO()
+    with peer(delayed(0.4, GOOD)) as (url, seen):
+        stored = reporting.report_logs(url, logs, stream=out)
+    lines = out.getvalue().splitlines()
+    assert 1 <= stored == seen.count < 6
+    assert lines[:-1] == [f"kbdebug: reported to {url}/crashes/3d8c070f95f9"] * stored
+    assert lines[-1] == f"kbdebug: stopped reporting to {url} after 1 s: {6 - stored} logs not sent"
