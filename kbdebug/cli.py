@@ -188,15 +188,9 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
 
 def _report(url: str, logs: list[tuple[str, Any]]) -> None:
     """`--report URL`: each log to the crash service, after the local output (kbdebug/reporting.py)."""
-    from kbdebug.reporting import job_metadata, path_log, post
+    from kbdebug.reporting import report_logs
 
-    for path, regions in logs:
-        try:
-            log = path_log(path, regions)
-        except OSError as exc:
-            typer.echo(f"kbdebug: could not report {path}: {exc.strerror or exc}", err=True)
-            continue
-        post(url, log, {**job_metadata(rank=False), "source": path})
+    report_logs(url, logs)
 
 
 def _each(paths: list[str], quiet: bool, kb: list[Path] | None, to_stderr: bool) -> Iterator[Diagnosis]:

@@ -116,7 +116,7 @@ def test_triage_and_a_regression_fires_the_webhook_once(db_url: str) -> None:
             time.sleep(0.05)
         time.sleep(0.3)
         events = [json.loads(b)["event"] for b in hook.bodies]
-        assert events == ["new_signature", "regression"]
+        assert events == ["new_signature", "regressed"]
         assert json.loads(hook.bodies[1])["text"].startswith("Regressed (was resolved): advanced-indexing")
         c.patch(f"/v1/crashes/{sig}", json={"status": "ignored"})
         c.post("/v1/diagnose", content=INDEX)

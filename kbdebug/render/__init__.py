@@ -87,7 +87,7 @@ def render(diags: Sequence[Diagnosis], fmt: str = "text", color: bool = False, w
         diags=diags,
         sections=SECTIONS,
         s=style,
-        fact_rows=_fact_rows,
+        fact_rows=fact_rows,
         evidence=evidence,
         split=split_highlight,
         tensor_rows=tensor_rows,
@@ -106,7 +106,7 @@ def render(diags: Sequence[Diagnosis], fmt: str = "text", color: bool = False, w
 _TABLES = ("frame_tensors",)  # facts shown as their own table, not as a row
 
 
-def _fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
+def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
     rows = []
     for key, val in facts.items():
         if key in _TABLES:

@@ -20,6 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from markupsafe import Markup
 
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
+from kbdebug.render import fact_rows
 from kbdebug.render.markup import to_html
 from kbdebug.server import store, triage
 from kbdebug.server.deps import EngineDep, Readable, SinceDep, Writable
@@ -127,7 +128,7 @@ async def group_page(signature: str, engine: EngineDep) -> str:
     if found is None:
         raise HTTPException(404, f"no crash with signature {signature[:40]!r}")
     root = (found["diagnosis"].get("incidents") or [{}])[0]
-    facts = [(k, v) for k, v in (root.get("facts") or {}).items() if v not in (None, "", [], {}) and not isinstance(v, dict | bool)]
+    facts = fact_rows(root.get("facts") or {})  # the renderer's rows: what every report shows of the facts
     return _env().get_template("group.html.j2").render(g=found, root=root, sections=SECTIONS, facts=facts, statuses=triage.SETTABLE)
 
 

@@ -86,11 +86,8 @@ def _meta(job: str, host: str, rank: int | None, command: str, user: str, tags: 
 def _notify(settings: Settings, request: Request, background: BackgroundTasks, group: dict[str, Any] | None, regressed: bool) -> None:
     if group is None:
         return
-    base = (settings.public_url or str(request.base_url)).rstrip("/")
-    payload = webhook.message(group, f"{base}/crashes/{group['signature']}")
-    if regressed:  # the same message, said of a group the team had marked resolved
-        payload["event"] = "regression"
-        payload["text"] = "Regressed (was resolved): " + str(payload.get("text", "")).removeprefix("New crash: ")
+    # the link starts at the configured public URL, never at the poster's Host header
+    payload = webhook.message(group, webhook.link(settings.public_url, group["signature"]), "regressed" if regressed else "new_signature")
     background.add_task(webhook.send, settings.webhook, payload)
 
 

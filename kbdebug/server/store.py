@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, load_only
 from kbdebug.diagnoser.signature import SIGNATURE_VERSION
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.records import AnyRecord
-from kbdebug.render import JSON_SCHEMA_VERSION
+from kbdebug.render import json_object
 from kbdebug.server.db import Report, Signature, new_ref, utcnow
 
 NEW_FOR = timedelta(hours=24)  # a group first seen this recently is marked new
@@ -102,7 +102,7 @@ def revive(data: dict[str, Any]) -> Diagnosis:
 
 def answer(diag: Diagnosis) -> dict[str, Any]:
     """What `kbdebug explain --format json` prints for it, as data."""
-    return {"schema_version": JSON_SCHEMA_VERSION, **diag.to_json()}
+    return json_object(diag)
 
 
 def save(engine: Engine, diag: Diagnosis, meta: Meta, log_bytes: int) -> Saved:
