@@ -16,7 +16,7 @@ import typer
 from kbdebug._version import __version__
 from kbdebug.cli_help import Typer
 from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, ReportOption, fail, kb_dirs, set_global_kb
-from kbdebug.cli_run import RUN_CONTEXT, run_cmd
+from kbdebug.cli_run import RUN_CONTEXT, typer_command
 from kbdebug.cli_serve import serve_cmd
 from kbdebug.cli_status import STDIN_NOTHING, exit_status
 from kbdebug.term import output_width, use_color
@@ -244,7 +244,7 @@ class _progress:
             self.bar.stop()
 
 
-app.command("run", context_settings=RUN_CONTEXT)(run_cmd)  # kbdebug/cli_run.py
+app.command("run", context_settings=RUN_CONTEXT)(typer_command())  # kbdebug/cli_run.py
 app.command("serve")(serve_cmd)  # kbdebug/cli_serve.py (the crash service, extra kbdebug[server])
 
 

@@ -1,15 +1,17 @@
 """`kbdebug run -- CMD`: run a command, stream its output, diagnose it when it fails, re-run it blocking or,
-with `--retry N`, again while its cause says a rerun helps."""
+with `--retry N`, again while its cause says a rerun helps.
 
-from __future__ import annotations
+A job wrapper starts in a few milliseconds: `kbdebug run` is read by `parse_run_args` and run by `run_job`
+without typer (its import is 30 ms, typer 0.29 also imports pydantic to convert a command's parameters);
+typer reads `run` only for help and the forms `parse_run_args` leaves to it (`typer_command`).
+"""
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
-
-from kbdebug.cli_options import Format, FormatOption, KbOption, ReportOption, fail, kb_dirs
+from kbdebug.cli_options import Format, fail, kb_dirs
 from kbdebug.term import output_width, use_color
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
@@ -30,33 +32,56 @@ FAST_OPTIONS = {
 }
 
 
-def run_cmd(
-    cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
-    rerun: Annotated[
-        bool | None,
-        typer.Option(
-            "--rerun/--no-rerun", help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY)."
-        ),
-    ] = None,
-    retry: Annotated[
-        int,
-        typer.Option(
-            "--retry",
-            metavar="N",
-            min=0,
-            help="Run the job again, up to N times, while its cause says a rerun helps (retry: yes; preemption, a lost GPU).",
-        ),
-    ] = 0,
-    sanitizer: Annotated[
-        str | None,
-        typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
-    ] = None,
-    save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
-    fmt: FormatOption = Format.text,
-    kb: KbOption = None,
-    report: ReportOption = None,
-) -> None:
-    """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
+def typer_command() -> Callable[..., None]:
+    """`run` as typer sees it (help, completion, the forms `parse_run_args` leaves to typer); built when the
+    full CLI is loaded, since it needs typer."""
+    import typer
+
+    from kbdebug.cli_options import FormatOption, KbOption, ReportOption
+
+    def run_cmd(
+        cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
+        rerun: Annotated[
+            bool | None,
+            typer.Option(
+                "--rerun/--no-rerun", help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY)."
+            ),
+        ] = None,
+        retry: Annotated[
+            int,
+            typer.Option(
+                "--retry",
+                metavar="N",
+                min=0,
+                help="Run the job again, up to N times, while its cause says a rerun helps (retry: yes; preemption, a lost GPU).",
+            ),
+        ] = 0,
+        sanitizer: Annotated[
+            str | None,
+            typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
+        ] = None,
+        save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
+        fmt: FormatOption = Format.text,
+        kb: KbOption = None,
+        report: ReportOption = None,
+    ) -> None:
+        """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
+        raise typer.Exit(run_job(cmd, rerun, retry, sanitizer, save, fmt, kb, report))
+
+    return run_cmd
+
+
+def run_job(
+    cmd: list[str],
+    rerun: bool | None = None,
+    retry: int = 0,
+    sanitizer: str | None = None,
+    save: Path | None = None,
+    fmt: Format = Format.text,
+    kb: list[Path] | None = None,
+    report: str | None = None,
+) -> int:
+    """Run the job (and again while `--retry` allows); the exit status, the command's."""
     kb = kb_dirs(kb)  # `kbdebug --kb DIR run ...` too
     from kbdebug.job_end import retry_decision
     from kbdebug.runner import shell_quote
@@ -70,12 +95,12 @@ def run_cmd(
     while True:
         status, diag, result = attempt.run()
         if status == 0 or retry == 0:
-            raise typer.Exit(status)
+            return status
         again, why = retry_decision(diag, result.interrupted, done, retry)
         sys.stderr.write(f"kbdebug: {why}\n")
         sys.stderr.flush()
         if not again:
-            raise typer.Exit(status)
+            return status
         done += 1
 
 
@@ -113,8 +138,9 @@ class _Attempt:
             argv = sanitizer_command(self.sanitizer, cmd) if self.sanitizer else cmd
             first = run_once(argv, child_env(), save, "run1")
         except RunError as exc:
-            typer.echo(f"kbdebug: {exc}", err=True)
-            raise typer.Exit(exc.status) from None
+            sys.stderr.write(f"kbdebug: {exc}\n")
+            sys.stderr.flush()
+            raise SystemExit(exc.status) from None
         except OSError as exc:
             fail(f"cannot run {cmd[0]}: {exc.strerror or exc}")
         results: list[tuple[Any, Any]] = [(first, None)]
@@ -156,7 +182,14 @@ class _Attempt:
         if self.sanitizer or first.interrupted is not None or not needs_rerun(diag):
             return
         if self.rerun is None and stderr_is_interactive():
-            self.rerun = typer.confirm("kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True)
+            import typer
+
+            try:
+                self.rerun = typer.confirm(
+                    "kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True
+                )
+            except typer.Abort:  # Ctrl-C or end of input at the question
+                raise KeyboardInterrupt from None
         if self.rerun:
             out.write("\nkbdebug: re-running with " + " ".join(f"{k}={v}" for k, v in RERUN_ENV.items()) + "\n")
             out.flush()
@@ -243,17 +276,14 @@ def parse_run_args(args: list[str]) -> dict[str, Any] | None:
 
 
 def fast_run(args: list[str]) -> int | None:
-    """Run `kbdebug run ARGS` without typer's parameter machinery; its exit status, or None to hand ARGS to typer."""
+    """Run `kbdebug run ARGS` without typer; its exit status, or None to hand ARGS to typer."""
     values = parse_run_args(args)
     if values is None:
         return None
     try:
-        run_cmd(**values)
-    except typer.Exit as exc:
-        return exc.exit_code
-    except (KeyboardInterrupt, typer.Abort):
+        return run_job(**values)
+    except KeyboardInterrupt:
         return 130
-    return 0
 
 
 def _compare(first, second) -> str:
