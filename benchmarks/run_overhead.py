@@ -7,12 +7,13 @@ A job wrapper must cost its job nothing it can notice. Three figures per child:
   (interpreter, typer): what `run` itself adds, the part the wrapper's code decides.
 - minimal: the same command under the smallest wrapper that does the same job (MINIMAL: pump both streams
   to ours and to a log file, exit with the child's status), the floor `kbdebug run` is held to: on
-  `python -c pass` kbdebug should add at most 2x what it adds, and on the child printing 100k lines cost at
-  most 1.15x the bare child's CPU (the last columns: "x minimal" and "x bare").
+  `python -c pass` kbdebug should add at most 2x what it adds ("x minimal"), and a child printing 100k
+  lines should cost at most 1.15x its bare CPU ("x bare").
 Children: `true` and `python -c pass` (a job that succeeds at once), one that prints 100k lines of 100
 bytes (the pumps' throughput; the output goes to /dev/null either way; `-u` is the child as kbdebug runs
 it, unbuffered), one that works between its 100k lines like a training loop (~0.4 s of CPU: the child
-the 1.15x is about, where the wrapper's own start is not most of the total), and one that fails (the diagnosis, paid only on failure). Runs are interleaved so a noisy
+the 1.15x is about, where the wrapper's own start is not most of the total), and one that fails (the
+diagnosis, paid only on failure). Runs are interleaved so a noisy
 machine slows every command alike; the median is what a user meets, the minimum the least disturbed by a
 shared machine. Wall clock and CPU time (user + system, of kbdebug and its child) are both reported.
 `--against DIR` times the wrapped commands of another checkout (e.g. the main branch) in the same run.
