@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kbdebug.frames import basename, is_library_path
 from kbdebug.records.base import Record, Triple
@@ -87,6 +87,8 @@ class KernelAssert(Record):
 
 
 class Frame(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built with the first traceback read (see Record)
+
     file: str
     line: int | None = None
     function: str | None = None

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from kbdebug.frames import basename
 from kbdebug.records.base import Record, Triple
 
 
 class SanitizerFrame(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built with the first sanitizer report (see Record)
+
     function: str | None = None
     file: str | None = None
     line: int | None = None
