@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-from kbdebug.cli_options import Format, fail, kb_dirs
+from kbdebug.cli_options import Format, fail, kb_dirs, read_options
 from kbdebug.term import output_width, use_color
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
@@ -236,40 +236,7 @@ def parse_run_args(args: list[str]) -> dict[str, Any] | None:
     this reader does not know). A job wrapper starts in a few milliseconds: typer 0.29 imports pydantic to
     convert any command's parameters, most of `kbdebug run -- true`'s time; `run`'s few options are read here."""
     values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None, "report": None}
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "--":
-        name, eq, value = args[i].partition("=")
-        option = FAST_OPTIONS.get(name)
-        if option is None:
-            return None
-        key, kind = option
-        if kind in ("true", "false"):
-            if eq:
-                return None
-            values[key] = kind == "true"
-            i += 1
-            continue
-        if not eq:
-            if i + 1 >= len(args):
-                return None
-            value = args[i + 1]
-            i += 1
-        i += 1
-        if kind == "count":
-            if not value.isdigit():
-                return None
-            values[key] = int(value)
-        elif kind == "format":
-            if value not in Format.__members__:
-                return None
-            values[key] = Format(value)
-        elif kind == "paths":
-            values[key] = [*(values[key] or []), Path(value)]
-        else:
-            values[key] = Path(value) if kind == "path" else value
-    cmd = args[i:]
-    if cmd[:1] == ["--"]:
-        cmd = cmd[1:]
+    cmd = read_options(args, FAST_OPTIONS, values, interspersed=False)
     if not cmd:
         return None
     return {"cmd": cmd, **values}
