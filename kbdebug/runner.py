@@ -82,45 +82,33 @@ class _Feed:
         if self.broken:
             return
         try:
-            if self._scanner is not None:
-                self._batch.append(data)
-                self._batched += len(data)
-                if self._batched >= BATCH:
-                    self._read_batch(self._scanner)
-                return
-            self.size += len(data)
-            if self._file is not None:
-                self._file.write(data)
-            else:
-                self.held.append(data)
-            if self.size > self.hold:
+            if self._scanner is None:
+                self.size += len(data)
+                try:
+                    if self._file is None and self.memory < self.size <= self.hold:
+                        import tempfile
+
+                        spool = tempfile.TemporaryFile()
+                        spool.writelines(self.held)
+                        self._file, self.held = spool, []
+                    if self._file is not None:
+                        self._file.write(data)
+                    else:
+                        self.held.append(data)
+                    data = b""
+                except OSError:  # no room for a temporary file: scan what is held, and the rest as it arrives
+                    self.size = self.hold + 1
+                if self.size <= self.hold:
+                    return
                 self.scanner()
-            elif self._file is None and self.size > self.memory:
-                self._spill()
+            self._batch.append(data)
+            self._batched += len(data)
+            if self._batched >= BATCH:
+                self.scanner()
         except Exception:  # the parsers failed to load (a broken install): the pumps must go on copying the
-            self._drop()  # output, or the child blocks on a full pipe
-            self.held, self.size, self.broken, self._scanner = [], 0, True, None
-
-    def _spill(self) -> None:
-        import tempfile
-
-        try:
-            spool = tempfile.TemporaryFile()
-        except OSError:  # no writable temporary directory: scan as it arrives instead
-            self.scanner()
-            return
-        for chunk in self.held:
-            spool.write(chunk)
-        self._file, self.held = spool, []
-
-    def _read_batch(self, scanner: Scanner) -> None:
-        scanner.feed(b"".join(self._batch))
-        self._batch, self._batched = [], 0
-
-    def _drop(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+            if self._file is not None:  # output, or the child blocks on a full pipe
+                self._file.close()
+            self.held, self.size, self.broken, self._scanner, self._file = [], 0, True, None, None
 
     def scanner(self) -> Scanner:
         """The scanner, having read everything fed so far (built here on first use)."""
@@ -133,12 +121,12 @@ class _Feed:
                 self._file.seek(0)
                 while data := self._file.read(CHUNK):
                     scanner.feed(data)
-                self._drop()
-            else:
-                scanner.feed(b"".join(self.held))
-            self._scanner, self.held, self.size = scanner, [], 0
-        elif self._batch:
-            self._read_batch(self._scanner)
+                self._file.close()
+            scanner.feed(b"".join(self.held))
+            self._scanner, self.held, self.size, self._file = scanner, [], 0, None
+        if self._batch:
+            self._scanner.feed(b"".join(self._batch))
+            self._batch, self._batched = [], 0
         return self._scanner
 
 

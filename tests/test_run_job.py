@@ -411,11 +411,25 @@ def test_only_a_cause_whose_retry_is_yes_is_rerun(retry: str, again: bool, why: 
     assert retry_decision(diag, int(signal.SIGINT), 0, 2) == (False, "not rerunning: kbdebug itself received SIGINT")
 
 
-@pytest.mark.parametrize(("hold", "memory"), [(1 << 30, 1 << 30), (1 << 30, 4096), (64 * 1024, 4096)])
-def test_the_output_held_for_the_diagnosis_reads_as_the_whole_log(hold: int, memory: int) -> None:
-    """Held in memory, in a temporary file past `memory`, or scanned as it arrives past `hold`: the run's
-    regions are those of its whole output read at once, and its lines are counted."""
+@pytest.mark.parametrize(
+    ("hold", "memory", "no_tmp"), [(1 << 30, 1 << 30, False), (1 << 30, 4096, False), (64 * 1024, 4096, False), (1 << 30, 4096, True)]
+)
+def test_the_output_held_for_the_diagnosis_reads_as_the_whole_log(
+    hold: int, memory: int, no_tmp: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held in memory, in a temporary file past `memory`, or scanned as it arrives past `hold` (or when no
+    temporary file can be made): the run's regions are those of its whole output read at once, and its
+    lines are counted."""
+    import tempfile
+
     from kbdebug import runner
+
+    if no_tmp:
+
+        def full(*args: object, **kwargs: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(tempfile, "TemporaryFile", full)
     from kbdebug.parse.needles import needles
     from kbdebug.scan import scan_bytes
 
