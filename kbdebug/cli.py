@@ -14,7 +14,7 @@ from kbdebug._version import __version__
 from kbdebug.cli_explain import InputError, explain_logs, quiet_start, regions_for
 from kbdebug.cli_help import Typer
 from kbdebug.cli_options import (
-    Format,
+    TEXT,
     FormatOption,
     KbOption,
     ParseFormat,
@@ -60,7 +60,7 @@ def _main(
 @app.command()
 def explain(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files, directories or globs, or - for standard input.")],
-    fmt: FormatOption = Format.text,
+    fmt: FormatOption = TEXT,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
     report: ReportOption = None,
@@ -106,10 +106,8 @@ def _without_unmatched_guesses(records: list[Any]) -> list[Any]:
     from kbdebug.diagnoser.match import diagnose_records
     from kbdebug.kb import load_kb
 
-    diag = diagnose_records(list(records), load_kb(kb_dirs(None)), "-")
-    used = {id(rec) for inc in diag.incidents for rec in inc.records} | {
-        id(rec) for inc in diag.incidents for c in inc.consequences for rec in getattr(c, "records", [])
-    }
+    incidents = diagnose_records(list(records), load_kb(kb_dirs(None)))
+    used = {id(rec) for inc in incidents for rec in inc.records}
     return [r for r in records if r not in guesses or id(r) in used]
 
 
@@ -130,7 +128,7 @@ def rules_list(kb: KbOption = None) -> None:
 def rules_show(
     rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", help="A rule id, as `kbdebug rules list` prints it.")],
     kb: KbOption = None,
-    fmt: FormatOption = Format.text,
+    fmt: FormatOption = TEXT,
 ) -> None:
     """Show what a rule matches, its examples, and its guide rendered on its first positive example."""
     from kbdebug.authoring.show import show_rule

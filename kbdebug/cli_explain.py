@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbdebug.cli_options import Format, fail, kb_dirs, read_options
+from kbdebug.cli_options import TEXT, Format, fail, kb_dirs, read_options
 from kbdebug.cli_status import STDIN_NOTHING, exit_status
 from kbdebug.term import output_width, use_color
 
@@ -36,7 +36,7 @@ FAST_OPTIONS = {
 
 def parse_explain_args(args: list[str]) -> dict[str, Any] | None:
     """`explain`'s arguments read without typer, or None when typer must read them (help, a usage error)."""
-    values: dict[str, Any] = {"fmt": Format.text, "quiet": False, "kb": None, "report": None}
+    values: dict[str, Any] = {"fmt": TEXT, "quiet": False, "kb": None, "report": None}
     files = read_options(args, FAST_OPTIONS, values, interspersed=True)
     if not files:
         return None
@@ -116,9 +116,7 @@ def regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = False
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def explain_logs(
-    files: list[str], fmt: Format = Format.text, quiet: bool = False, kb: list[Path] | None = None, report: str | None = None
-) -> int:
+def explain_logs(files: list[str], fmt: Format = TEXT, quiet: bool = False, kb: list[Path] | None = None, report: str | None = None) -> int:
     """Diagnose the logs and print the report; the exit status (kbdebug/cli_status.py)."""
     kb = kb_dirs(kb)
     if files.count("-") > 1:
@@ -138,7 +136,7 @@ def explain_logs(
     diags, logs = [], []
     try:
         for path in files:
-            regions = regions_for(path, passthrough=not quiet, grep=greps.pop(path, None), to_stderr=fmt != Format.text)
+            regions = regions_for(path, passthrough=not quiet, grep=greps.pop(path, None), to_stderr=fmt != "text")
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
             logs.append((path, regions))
         base = load_kb(kb)
@@ -147,9 +145,9 @@ def explain_logs(
     passed_through = files == ["-"] and not quiet  # kbdebug is a filter in the run's pipeline (cli_status)
     if files == ["-"] and not any(d.incidents for d in diags):
         _say(STDIN_NOTHING)
-        if passed_through and fmt == Format.text:  # the clean run's verdict is on stderr; stdout stays the run's output
+        if passed_through and fmt == "text":  # the clean run's verdict is on stderr; stdout stays the run's output
             return exit_status(diags, base, passed_through)
-    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
+    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == "text", width=output_width(sys.stdout)))
     sys.stdout.flush()
     if report:
         _report(report, logs)
@@ -161,7 +159,7 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
     then the crashes grouped by signature."""
     from kbdebug.batch import expand, is_text_log
     from kbdebug.kb import RuleFileError, load_kb
-    from kbdebug.render import json_line, render
+    from kbdebug.render import render
     from kbdebug.render.summary import render_summary
 
     settle()
@@ -177,26 +175,21 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
         paths = [p for p in paths if p not in binary]
     if not paths:
         fail("no log files found in " + ", ".join(files))
-    color, width = use_color(sys.stdout) and fmt == Format.text, output_width(sys.stdout)
+    color, width = use_color(sys.stdout) and fmt == "text", output_width(sys.stdout)
     diags = []
-    if fmt == Format.html:
-        sys.stdout.write(render([], "html", part="head"))
+    sys.stdout.write(render([], fmt.value, part="head"))  # a document's head (HTML's), nothing in the other formats
     with _progress(len(paths)) as tick:
         try:
-            for diag in _each(paths, quiet, kb, to_stderr=fmt != Format.text):
+            for diag in _each(paths, quiet, kb, to_stderr=fmt != "text"):
                 diags.append(diag)
                 tick(len(diags))
-                if fmt == Format.json:
-                    sys.stdout.write(json_line(diag))
-                else:
-                    sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body" if fmt == Format.html else "all"))
+                sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body"))
                 sys.stdout.flush()
             base = load_kb(kb)
         except (InputError, RuleFileError, OSError) as exc:
             fail(str(exc))
     sys.stdout.write(render_summary(diags, fmt.value, width=width, kb=base))
-    if fmt == Format.html:
-        sys.stdout.write(render([], "html", part="foot"))
+    sys.stdout.write(render([], fmt.value, part="foot"))
     sys.stdout.flush()
     if report:
         _report(report, [(path, None) for path in paths if path != "-"])
@@ -205,15 +198,9 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
 
 def _report(url: str, logs: list[tuple[str, Any]]) -> None:
     """`--report URL`: each log to the crash service, after the local output (kbdebug/reporting.py)."""
-    from kbdebug.reporting import job_metadata, path_log, post
+    from kbdebug.reporting import report_logs
 
-    for path, regions in logs:
-        try:
-            log = path_log(path, regions)
-        except OSError as exc:
-            _say(f"kbdebug: could not report {path}: {exc.strerror or exc}")
-            continue
-        post(url, log, {**job_metadata(rank=False), "source": path})
+    report_logs(url, logs)
 
 
 def _each(paths: list[str], quiet: bool, kb: list[Path] | None, to_stderr: bool) -> Iterator[Diagnosis]:

@@ -9,10 +9,13 @@ typer reads `run` only for help and the forms `parse_run_args` leaves to it (`ty
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from kbdebug.cli_options import Format, fail, kb_dirs, read_options
+from kbdebug.cli_options import TEXT, Format, fail, kb_dirs, read_options
 from kbdebug.term import output_width, use_color
+
+if TYPE_CHECKING:
+    from kbdebug.facts import Facts
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
 RUN_CONTEXT = {"allow_interspersed_args": False, "ignore_unknown_options": True}
@@ -61,7 +64,7 @@ def typer_command() -> Callable[..., None]:
             typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
         ] = None,
         save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
-        fmt: FormatOption = Format.text,
+        fmt: FormatOption = TEXT,
         kb: KbOption = None,
         report: ReportOption = None,
     ) -> None:
@@ -77,7 +80,7 @@ def run_job(
     retry: int = 0,
     sanitizer: str | None = None,
     save: Path | None = None,
-    fmt: Format = Format.text,
+    fmt: Format = TEXT,
     kb: list[Path] | None = None,
     report: str | None = None,
 ) -> int:
@@ -121,7 +124,7 @@ class _Attempt:
     ) -> None:
         self.cmd, self.source, self.rerun, self.sanitizer, self.save, self.fmt, self.kb = cmd, source, rerun, sanitizer, save, fmt, kb
         self.report = report
-        self.color, self.width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
+        self.color, self.width = use_color(sys.stderr) and fmt == "text", output_width(sys.stderr)
 
     def run(self) -> tuple[int, Any, Any]:
         """The attempt's exit status (the command's), its diagnosis (None when it succeeded) and its RunResult."""
@@ -235,7 +238,7 @@ def parse_run_args(args: list[str]) -> dict[str, Any] | None:
     """`run`'s arguments read without typer, or None when typer must read them (help, a usage error, a form
     this reader does not know). A job wrapper starts in a few milliseconds: typer 0.29 imports pydantic to
     convert any command's parameters, most of `kbdebug run -- true`'s time; `run`'s few options are read here."""
-    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None, "report": None}
+    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": TEXT, "kb": None, "report": None}
     cmd = read_options(args, FAST_OPTIONS, values, interspersed=False)
     if not cmd:
         return None
@@ -267,7 +270,7 @@ def _compare(first, second) -> str:
     return f"kbdebug: first run: {where(first)}\nkbdebug: with CUDA_LAUNCH_BLOCKING=1: {where(second)}"
 
 
-def _run_facts(cmd: list[str]) -> dict[str, Any]:
+def _run_facts(cmd: list[str]) -> "Facts":
     """What `kbdebug run` knows for the commands it suggests: the script and arguments after `python`."""
     import shlex
 
