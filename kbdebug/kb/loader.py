@@ -169,25 +169,20 @@ _MEMO: dict[str, KnowledgeBase] = {}
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     """Bundled rules, then KBDEBUG_KNOWLEDGE, then --kb dirs; a later rule replaces one with its id.
 
-    Parsing and validating 30-odd TOML files is a tenth of a cold `kbdebug explain`, so the
-    validated result is cached, keyed by the bytes of every rule file (an edit is seen at once).
+    Parsing and validating 50-odd TOML files is a tenth of a cold `kbdebug explain`, so the validated
+    result is cached, keyed by the size and time of change of every file a rule is read from (one stat
+    each: an edit is seen at once; reading them all for the key cost more than unpickling the result).
     """
-    files: list[tuple[Path, bytes]] = []
+    paths: list[Path] = []
     for directory in rule_dirs(extra):
         if not directory.is_dir():
             raise RuleFileError(f"{directory}: rule directory does not exist")
-        for path in rule_paths(directory):
-            try:
-                files.append((path, path.read_bytes()))
-            except OSError as exc:
-                raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        paths += rule_paths(directory)
     digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
-    for path, data in files:
-        digest.update(f"\0{path}\0{len(data)}\0".encode())
-        digest.update(data)
-        for part in rule_files(path)[1:]:  # a folder's guide is part of the rule: by its size and time of change
+    for path in paths:
+        for part in rule_files(path):  # a folder's guide is part of the rule
             try:
-                st = part.stat()
+                st = os.stat(part)
                 digest.update(f"\0{part}\0{st.st_size}\0{st.st_mtime_ns}".encode())
             except OSError:
                 digest.update(f"\0{part}\0missing".encode())  # reported when the rule is read
@@ -195,12 +190,22 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     kb = _MEMO.get(key)
     if kb is None:
         bundled = data_dir("knowledge")
-        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(files, bundled))
+        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(_read(paths), bundled))
         for line in kb.skipped:  # once per process and set of files, not once per diagnosed log
             print(f"kbdebug: warning: rule skipped: {line}", file=sys.stderr)
         for line in kb.replaced:  # allowed (a user's own wording of a cause), never silent
             print(f"kbdebug: note: {line}", file=sys.stderr)
     return kb
+
+
+def _read(paths: list[Path]) -> list[tuple[Path, bytes]]:
+    files = []
+    for path in paths:
+        try:
+            files.append((path, path.read_bytes()))
+        except OSError as exc:
+            raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return files
 
 
 def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:

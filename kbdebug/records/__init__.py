@@ -14,7 +14,7 @@ import re
 from functools import cache
 from typing import Annotated, Literal, cast, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kbdebug.facts import Facts
 from kbdebug.frames import basename, is_library_path
@@ -78,6 +78,8 @@ class KernelAssert(Record):
 
 
 class Frame(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built with the first traceback read (see Record)
+
     file: str
     line: int | None = None
     function: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from kbdebug.facts import Facts
 from kbdebug.frames import basename
@@ -13,6 +13,8 @@ from kbdebug.records.base import Record, Triple
 
 
 class SanitizerFrame(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built with the first sanitizer report (see Record)
+
     function: str | None = None
     file: str | None = None
     line: int | None = None
