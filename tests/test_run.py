@@ -191,12 +191,21 @@ def test_child_killed_by_signal_gives_128_plus_n(tmp_path: Path) -> None:
 
 
 def test_a_grandchild_holding_the_pipe_does_not_hang_the_run(tmp_path: Path) -> None:
-    child = script(tmp_path, "import subprocess, sys\nsubprocess.Popen(['sleep', '30'])\nprint('bye')\nsys.exit(3)\n")
-    start = time.monotonic()
-    res = kb_run("--", sys.executable, child, timeout=25)
-    assert res.returncode == 3
-    assert res.stdout == "bye\n"
-    assert time.monotonic() - start < 20
+    """The grandchild sleeps far longer than the run may take: a run that waited for it times out."""
+    pid_file = tmp_path / "grandchild.pid"
+    child = script(
+        tmp_path,
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen(['sleep', '600'])\nopen({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "print('bye')\nsys.exit(3)\n",
+    )
+    try:
+        res = kb_run("--", sys.executable, child, timeout=300)
+        assert res.returncode == 3
+        assert res.stdout == "bye\n"
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def test_command_not_found() -> None:
