@@ -101,7 +101,14 @@ def squeezed_rank_match(a: Shape, b: Shape) -> bool:
 
 
 # The facts shape_facts() says about a prediction/label pair.
-SHAPE_FACTS = ("input_shape", "target_shape", "shape_relation", "differing_dims", "input_channels", "target_channels")
+SHAPE_FACTS = ("input_shape", "target_shape", "shape_relation", "differing_dims", "input_channels", "target_channels", "channels_last")
+
+
+def channels_last(a: Shape, b: Shape) -> bool:
+    """`a` is `b` with its channel dim (1) moved last: `[2, 32, 32, 4]` against `[2, 4, 32, 32]`, what
+    `F.one_hot` or an image loader (HWC) gives. The same values in another order: a permute fixes it, and a
+    view or reshape to `b`'s shape would scramble them silently."""
+    return len(a) == len(b) >= 3 and a != b and a == b[:1] + b[2:] + b[1:2]
 
 
 def shape_facts(input_shape: Shape | None, target_shape: Shape | None) -> dict[str, object]:
@@ -118,4 +125,8 @@ def shape_facts(input_shape: Shape | None, target_shape: Shape | None) -> dict[s
         facts["input_channels"] = input_shape[1]
     if len(target_shape) >= 2 and len(target_shape) == len(input_shape):
         facts["target_channels"] = target_shape[1]
+    if channels_last(target_shape, input_shape):
+        facts["channels_last"] = "label"
+    elif channels_last(input_shape, target_shape):
+        facts["channels_last"] = "prediction"
     return facts

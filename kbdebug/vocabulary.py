@@ -21,6 +21,7 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     "user_code": "the source line of that frame",
     "raised_at": "`file:LINE` of the innermost frame",
     "raised_code": "the source line of the innermost frame that printed one",
+    "raised_function": "the function of the innermost frame: the op that raised (`binary_cross_entropy_with_logits`)",
     "frame_tensors": "shape, dtype, device (and min/max on the CPU) of the tensors named on the failing line",
     "rank": "the rank that printed the evidence",
     "shapes": "the shapes an error names, as lists of ints",
@@ -28,6 +29,7 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     "target_shape": "the label's shape in a prediction/label pair",
     "shape_relation": "how prediction and label differ: channel, class, spatial, rank or batch",
     "differing_dims": "the dims in which prediction and label differ",
+    "channels_last": "which side (`label` or `prediction`) has the other's channel dim moved last: a permute apart",
     "input_channels": "dim 1 of the prediction",
     "target_channels": "dim 1 of the label",
     # the matcher

@@ -105,6 +105,7 @@ class PyException(Record):
         "user_function",
         "raised_at",
         "raised_code",
+        "raised_function",
         "shapes",
         "worker",
         *SHAPE_FACTS,
@@ -206,6 +207,8 @@ class PyException(Record):
             f["raised_at"] = f"{self.frames[-1].file}:{self.frames[-1].line}"
             if self.frames[-1].code:
                 f["raised_code"] = self.frames[-1].code
+            if self.frames[-1].function and not self.frames[-1].function.startswith("<"):
+                f["raised_function"] = self.frames[-1].function
         shapes = self.shapes or self.pair_shapes
         if len(shapes) >= 2:
             f["shapes"] = shapes
