@@ -166,3 +166,22 @@ def test_torch_without_cuda_is_a_cpu_build_to_replace_not_a_driver(tmp_path: Pat
         assert "update the NVIDIA driver" not in inc.guide["fix"]
     old_driver = diagnose_text("RuntimeError: Found no NVIDIA driver on your system.\n").incidents[0]
     assert old_driver.rule == "driver_error" and old_driver.guide["fix"].startswith("Install or update the NVIDIA driver")
+
+
+LABEL_IS_CLASS_COUNT = """import torch
+import torch.nn.functional as F
+
+logits = torch.randn(4, 4)
+labels = torch.tensor([1, 2, 3, 4])
+loss = F.cross_entropy(logits, labels)
+"""
+
+
+def test_a_label_equal_to_the_class_count_is_never_fixed_with_ignore_index(tmp_path: Path) -> None:
+    live, logged = raise_from(tmp_path, LABEL_IS_CLASS_COUNT)
+    assert live.incidents[0].guide["fix"].startswith("Shift the labels: `labels - 1`")
+    fix = logged.incidents[0].guide["fix"]  # from the log: no class count, only the value
+    assert fix.startswith("Find where label 4 comes from: labels that run 1..4 (1-based) need shifting, `labels - 1`")
+    assert "give the head (and `num_classes`) 5 outputs" in fix
+    assert fix.count("ignore_index=4") == 1 and "Not `ignore_index=4`: that is for a \"no label\" value" in fix
+    assert "pass it as `ignore_index`" not in fix
