@@ -183,5 +183,38 @@ def test_a_label_equal_to_the_class_count_is_never_fixed_with_ignore_index(tmp_p
     fix = logged.incidents[0].guide["fix"]  # from the log: no class count, only the value
     assert fix.startswith("Find where label 4 comes from: labels that run 1..4 (1-based) need shifting, `labels - 1`")
     assert "give the head (and `num_classes`) 5 outputs" in fix
-    assert fix.count("ignore_index=4") == 1 and "Not `ignore_index=4`: that is for a \"no label\" value" in fix
+    assert fix.count("ignore_index=4") == 1 and 'Not `ignore_index=4`: that is for a "no label" value' in fix
     assert "pass it as `ignore_index`" not in fix
+
+
+HUGE_ALLOCATION = """import torch
+
+n_frames = 200_000
+frames = torch.empty(n_frames, 1_000_000, dtype=torch.float32)
+"""
+
+
+def test_one_host_allocation_larger_than_any_ram_is_a_shape_or_unit_bug(tmp_path: Path) -> None:
+    live, logged = raise_from(tmp_path, HUGE_ALLOCATION)
+    for diag in (live, logged):
+        inc = diag.incidents[0]
+        assert inc.rule == "host_oom" and inc.retry == "no"  # not "rerun with less"
+        assert "one request for 745 GiB" in inc.guide["what"]
+        assert "shape or unit bug" in inc.guide["why"]
+        assert inc.guide["fix"].startswith("Fix the shape or unit that makes the request 745 GiB")
+        assert "800000000000 bytes" not in inc.guide["why"] + inc.guide["confirm"] + inc.guide["fix"]
+        assert "num_workers" not in inc.guide["fix"]
+        assert "Windows" not in inc.fix  # a Linux log
+
+
+def test_the_paging_file_sentence_only_for_a_windows_log() -> None:
+    win = diagnose_text(
+        "Traceback (most recent call last):\n"
+        '  File "C:\\\\work\\\\train.py", line 40, in <module>\n'
+        "    for batch in loader:\n"
+        "OSError: [WinError 1455] The paging file is too small for this operation to complete.\n"
+    ).incidents[0]
+    assert win.rule == "host_oom" and "On Windows, `The paging file is too small`" in win.guide["why"]
+    assert "a larger paging file" in win.guide["fix"]
+    linux = diagnose_text("RuntimeError: DataLoader worker (pid 77) is killed\nMemoryError\n").incidents[0]
+    assert "Windows" not in linux.fix and "paging file" not in linux.fix

@@ -24,6 +24,7 @@ from kbdebug.diagnosis import Diagnosis, Incident
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import RETRY_LINES, Rule
+from kbdebug.values import human_size
 
 
 class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
@@ -87,6 +88,7 @@ def _fragment_env() -> jinja2.Environment:
         finalize=_guide_value,
     )
     env.globals["phrase"] = _Phrases(env)
+    env.filters["human_size"] = human_size  # `{{ requested | human_size }}`: 745 GiB, not 800000000000 bytes
     return env
 
 
