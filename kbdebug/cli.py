@@ -15,7 +15,7 @@ import typer
 
 from kbdebug._version import __version__
 from kbdebug.cli_help import Typer
-from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, ReportOption, fail, kb_dirs, set_global_kb
+from kbdebug.cli_options import FactsOption, Format, FormatOption, KbOption, ParseFormat, ReportOption, fail, kb_dirs, set_global_kb
 from kbdebug.cli_run import RUN_CONTEXT, run_cmd
 from kbdebug.cli_serve import serve_cmd
 from kbdebug.cli_status import STDIN_NOTHING, exit_status
@@ -105,6 +105,7 @@ def explain(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
     report: ReportOption = None,
+    facts: FactsOption = False,
 ) -> None:
     """Diagnose crash logs. Exit status: 0 a named cause, 3 only the catch-all `other`, 1 nothing recognised, 2 usage/input
     error; passing a run through (`cmd 2>&1 | kbdebug explain -`, no -q) 0 and 1 trade places, so a crash fails CI."""
@@ -112,7 +113,7 @@ def explain(
     if files.count("-") > 1:
         fail("standard input can be named only once")
     if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
-        _explain_many(files, fmt, quiet, kb, report)
+        _explain_many(files, fmt, quiet, kb, report, facts)
     from kbdebug.parse.needles import needles
     from kbdebug.scan import start_grep
 
@@ -137,14 +138,18 @@ def explain(
         typer.echo(STDIN_NOTHING, err=True)
         if passed_through and fmt == Format.text:  # the clean run's verdict is on stderr; stdout stays the run's output
             raise typer.Exit(exit_status(diags, base, passed_through))
-    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
+    sys.stdout.write(
+        render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout), facts=facts)
+    )
     sys.stdout.flush()
     if report:
         _report(report, logs)
     raise typer.Exit(exit_status(diags, base, passed_through))
 
 
-def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None) -> NoReturn:
+def _explain_many(
+    files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None, facts: bool = False
+) -> NoReturn:
     """Many logs: each diagnosis as it is ready (JSON: one object per line; HTML: sections of one document),
     then the crashes grouped by signature."""
     from kbdebug.batch import expand, is_text_log
@@ -177,7 +182,8 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
                 if fmt == Format.json:
                     sys.stdout.write(json_line(diag))
                 else:
-                    sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body" if fmt == Format.html else "all"))
+                    part = "body" if fmt == Format.html else "all"
+                    sys.stdout.write(render([diag], fmt.value, color=color, width=width, part=part, facts=facts))
                 sys.stdout.flush()
             base = load_kb(kb)
         except (InputError, RuleFileError, OSError) as exc:

@@ -34,6 +34,10 @@ class ParseFormat(StrEnum):
 
 KbOption = Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+FactsOption = Annotated[
+    bool,
+    typer.Option("--facts", "--verbose", "-v", help="Also list every fact the diagnosis read, in the text report (JSON always has them)."),
+]
 ReportOption = Annotated[
     str | None,
     typer.Option(

@@ -88,9 +88,10 @@ class Diagnosis(BaseModel):
     def root(self) -> Incident | None:
         return self.incidents[0] if self.incidents else None
 
-    def render(self, fmt: str = "text", color: bool = False) -> str:
-        """The diagnosis as "text", "markdown", "json" or "html" (kbdebug.render)."""
-        return str(provided("render")([self], fmt, color=color))
+    def render(self, fmt: str = "text", color: bool = False, *, facts: bool = False, evidence: bool = True) -> str:
+        """The diagnosis as "text", "markdown", "json" or "html" (kbdebug.render). In text, `facts=True` adds the
+        table of every fact read; `evidence=False` leaves out the log lines (shown just above, by an excepthook)."""
+        return str(provided("render")([self], fmt, color=color, facts=facts, evidence=evidence))
 
     def to_json(self) -> dict[str, Any]:
         hidden = {"first_line", "device_evidence", "references"}

@@ -23,7 +23,7 @@ from typing import Any
 
 from kbdebug.diagnoser.context import LABEL_NAME, call_settings, launch_command
 from kbdebug.diagnosis import Diagnosis
-from kbdebug.frames import user_frame
+from kbdebug.frames import location, user_frame
 from kbdebug.normalise import Line
 from kbdebug.parse import parse_lines
 from kbdebug.records import Frame, PyException, Record
@@ -107,6 +107,15 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
     return live
 
 
+def _notebook_cell(filename: str) -> int | None:
+    """The cell number IPython gave the temporary file a cell ran from (ipykernel's `/tmp/ipykernel_1/2.py`),
+    as its own tracebacks say `Cell In[3]`; None outside IPython."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    mapping = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    number = mapping.get(filename) if isinstance(mapping, dict) else None
+    return number if isinstance(number, int) else None
+
+
 def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) -> None:
     """Each incident's facts from the live exception it stands for (the outermost one when its evidence is
     only log text): the error as raised, the user's innermost frame, its source line and its tensors."""
@@ -121,7 +130,7 @@ def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) ->
         if found is None:
             continue
         frame, line, code = found
-        inc.facts["innermost_user_frame"] = f"{frame.f_code.co_filename}:{line}"
+        inc.facts["innermost_user_frame"] = location(frame.f_code.co_filename, line, _notebook_cell(frame.f_code.co_filename))
         inc.facts["user_function"] = frame.f_code.co_name
         if code:
             inc.facts["user_code"] = code

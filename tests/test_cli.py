@@ -384,7 +384,7 @@ def test_every_help_shows_metavars_and_choices_not_type_tags() -> None:
                 head = row.split((param.help or "").split()[0])[0]  # the names, then the help: nothing between
                 for name in sorted([*param.opts, *param.secondary_opts], key=len, reverse=True):
                     head = head.replace(name, "")
-                assert head.strip("│ ") == "", row
+                assert head.strip("│ ,") == "", row  # names of one option are listed with commas
     explain = run_cli("explain", "-h", env=env).stdout.decode()
     assert "<text|markdown|json|html>" in explain and "FILE..." in explain
     assert "<text|json>" in run_cli("parse", "-h", env=env).stdout.decode()
@@ -408,3 +408,16 @@ def test_many_logs_in_html_are_one_document(tmp_path: Path) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.count("<html") == 1 and page.count("</body></html>") == 1
     body = page[page.index("<body>") : page.index("</body>")]
     assert body.count("<h2>Root cause") == 3 and 'class="summary"' in body and "clean.log" in body.split('class="summary"')[1]
+
+
+def test_text_report_lists_facts_only_on_request() -> None:
+    """#37: the text report is the cause, what it means, the fix and the evidence; the facts table (templates,
+    shape relations) only with --facts/--verbose; JSON keeps every fact either way."""
+    plain = run_cli("explain", str(EXAMPLE)).stdout.decode()
+    assert "How to fix" in plain and "Evidence" in plain
+    assert "Facts" not in plain and "message_template" not in plain
+    for flag in ("--facts", "--verbose", "-v"):
+        full = run_cli("explain", flag, str(EXAMPLE)).stdout.decode()
+        assert "\nFacts\n" in full and "innermost_user_frame" in full
+    data = json.loads(run_cli("explain", "--format", "json", str(EXAMPLE)).stdout)
+    assert "innermost_user_frame" in data["incidents"][0]["facts"]

@@ -33,9 +33,11 @@ def keep_context(diag: Diagnosis, lines: Iterable[tuple[int, str]]) -> Diagnosis
 
 
 def frame_needle(facts: dict) -> str:
-    """How the innermost user frame appears in a traceback: `"PATH", line N`."""
+    """How the innermost user frame appears in a traceback: `"PATH", line N`, or a notebook's `Cell In[3], line 2`."""
     frame = facts.get("innermost_user_frame")
     if not isinstance(frame, str) or ":" not in frame:
         return ""
+    if frame.startswith("Cell In["):  # IPython 8 prints the cell as we name it
+        return frame
     path, _, line = frame.rpartition(":")
     return f'"{path}", line {line}' if line.isdigit() else ""

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kbdebug.frames import basename, is_library_path
+from kbdebug.frames import basename, is_library_path, location
 from kbdebug.records.base import Record, Triple
 from kbdebug.records.distributed import ElasticFailure, NcclEvent
 from kbdebug.records.job import JobEvent, ProcessExit
@@ -198,7 +198,7 @@ class PyException(Record):
             f["error_type"] = self.exc_type
         user = self.user_frame
         if user is not None:
-            f["innermost_user_frame"] = f"{user.file}:{user.line}"
+            f["innermost_user_frame"] = location(user.file, user.line)
             if user.code:
                 f["user_code"] = user.code
             if user.function:

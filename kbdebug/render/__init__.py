@@ -13,7 +13,8 @@ from kbdebug.diagnoser.guides import SECTIONS, bytecode_cache, code_span
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb.model import RETRY_LINES
 from kbdebug.render import markup
-from kbdebug.render.evidence import evidence, split_highlight
+from kbdebug.render.evidence import evidence as evidence_blocks
+from kbdebug.render.evidence import split_highlight
 from kbdebug.render.tensors import tensor_rows
 
 FORMATS = ("text", "markdown", "json", "html")
@@ -67,8 +68,21 @@ def json_line(diag: Diagnosis) -> str:
     return json.dumps(_json_object(diag), ensure_ascii=False) + "\n"
 
 
-def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100, part: str = "all") -> str:
+def render(
+    diags: list[Diagnosis],
+    fmt: str = "text",
+    color: bool = False,
+    width: int = 100,
+    part: str = "all",
+    facts: bool = False,
+    evidence: bool = True,
+) -> str:
     """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY).
+
+    The text format shows the cause, what it means, the fix and the evidence; the table of every fact read
+    (templates, shape relations: the reasoning's inputs) only with `facts=True` (`--facts`). Markdown, HTML
+    and JSON always carry them: a pasted issue or a tool reads them there. `evidence=False` leaves the log lines
+    out of the text, for an excepthook that printed the traceback just above.
 
     `part` ("head", "body", "foot"; HTML only) lets many logs stream into one document: the head once,
     each log's sections as they are ready, the summary, then the foot."""
@@ -86,7 +100,7 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
         sections=SECTIONS,
         s=style,
         fact_rows=_fact_rows,
-        evidence=evidence,
+        evidence=evidence_blocks,
         split=split_highlight,
         tensor_rows=tensor_rows,
         retry_lines=RETRY_LINES,
@@ -95,6 +109,8 @@ def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width
         guide_text=guide_text,
         width=max(width, 40),
         part=part,
+        show_facts=facts,
+        show_evidence=evidence,
     )
 
 
