@@ -421,3 +421,19 @@ def test_text_report_lists_facts_only_on_request() -> None:
         assert "\nFacts\n" in full and "innermost_user_frame" in full
     data = json.loads(run_cli("explain", "--format", "json", str(EXAMPLE)).stdout)
     assert "innermost_user_frame" in data["incidents"][0]["facts"]
+
+
+def test_a_run_that_exits_0_with_a_named_cause_is_diagnosed_through_the_pipe() -> None:
+    """#37: torch warned that a loss broadcast its target and the run finished with 0: the pipe passes the run
+    through, prints the diagnosis, and fails the pipeline (1, a named cause) as README's table says."""
+    warn = (
+        "import sys\n"
+        "print('loss.py:610: UserWarning: Using a target size (torch.Size([4])) that is different to the input size "
+        "(torch.Size([4, 1])). This will likely lead to incorrect results due to broadcasting.', file=sys.stderr)\n"
+        "print('epoch 1 loss 0.3')\nsys.exit(0)\n"
+    )
+    proc = _pipeline(warn)
+    out = proc.stdout.decode()
+    assert proc.returncode == 1
+    assert out.startswith("loss.py:610: UserWarning") and "epoch 1 loss 0.3\n" in out
+    assert "[target_shape_mismatch, confidence" in out
