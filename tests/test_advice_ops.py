@@ -218,3 +218,11 @@ def test_the_paging_file_sentence_only_for_a_windows_log() -> None:
     assert "a larger paging file" in win.guide["fix"]
     linux = diagnose_text("RuntimeError: DataLoader worker (pid 77) is killed\nMemoryError\n").incidents[0]
     assert "Windows" not in linux.fix and "paging file" not in linux.fix
+
+
+def test_check_shapes_gives_a_permute_for_a_channels_last_tensor_never_a_view() -> None:
+    from kbdebug.verify import check_shapes
+
+    res = check_shapes(target=torch.zeros(2, 32, 32, 4), logits=torch.zeros(2, 4, 32, 32), error_shapes=[[2, 32, 32, 4], [2, 4, 32, 32]])
+    assert res.passed is False
+    assert res.fix == "target has its channels last: target = target.permute(0, 3, 1, 2) (never a view: it would scramble)"
