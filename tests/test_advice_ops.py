@@ -226,3 +226,11 @@ def test_check_shapes_gives_a_permute_for_a_channels_last_tensor_never_a_view() 
     res = check_shapes(target=torch.zeros(2, 32, 32, 4), logits=torch.zeros(2, 4, 32, 32), error_shapes=[[2, 32, 32, 4], [2, 4, 32, 32]])
     assert res.passed is False
     assert res.fix == "target has its channels last: target = target.permute(0, 3, 1, 2) (never a view: it would scramble)"
+
+
+def test_verify_on_a_channel_of_one_agrees_with_the_guide(tmp_path: Path) -> None:
+    live, _ = raise_from(tmp_path, BCE_INDEX.replace("(2, 32, 32))", "(2, 1, 32, 32))"))
+    seg = {r["name"]: r for r in live.incidents[0].verification}["segmentation_layout"]
+    assert seg["passed"] is False
+    assert "nn.CrossEntropyLoss()(logits, masks.squeeze(1).long())" in seg["fix"]
+    assert "F.one_hot(masks.squeeze(1).long(), 4).permute(0, 3, 1, 2).float()" in seg["fix"]

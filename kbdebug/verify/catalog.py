@@ -84,15 +84,27 @@ def _converted_on_line(facts: dict[str, Any], name: str | None) -> str | None:
     return m.group(0) if m else None
 
 
-def _index_to_bce_fix(facts: dict[str, Any], label: Any, pred: Any) -> str:
-    """Class indices `[B, ...]` against `[B, C, ...]` scores: cross-entropy takes them, BCE their one-hot."""
+def _index_to_bce_fix(facts: dict[str, Any], label: Any, pred: Any, squeeze: str = "") -> str:
+    """Class indices `[B, ...]` (or `[B, 1, ...]`: `squeeze=".squeeze(1)"`) against `[B, C, ...]` scores:
+    cross-entropy takes them, BCE their one-hot, its classes at dim 1 like the scores."""
     name, pname = facts.get("label_name") or "target", facts.get("pred_name") or "logits"
     rank, classes = pred.dim(), pred.shape[1]
     perm = classes_first(rank)
     return (
-        f"the target holds class indices: nn.CrossEntropyLoss()({pname}, {name}.long()); to keep BCE, one-hot encode it "
-        f"with the classes at dim 1: F.one_hot({name}.long(), {classes}){perm}.float()"
+        f"the target holds class indices: nn.CrossEntropyLoss()({pname}, {name}{squeeze}.long()); to keep BCE, one-hot "
+        f"encode it with the classes at dim 1: F.one_hot({name}{squeeze}.long(), {classes}){perm}.float()"
     )
+
+
+def _class_indices(label: Any, classes: int) -> bool:
+    """Whole numbers in [0, classes) that are not only 0/1 (a binary mask is a head's problem, not the label's)."""
+    import torch
+
+    t = label.detach()
+    if not t.numel() or (t.is_floating_point() and not torch.equal(t, t.round())):
+        return False
+    lo, hi = torch.stack([t.min(), t.max()]).double().tolist()
+    return lo >= 0 and 1 < hi < classes
 
 
 def _needs(name: str, *roles: str) -> CheckResult:
@@ -148,6 +160,13 @@ def _run_segmentation(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
             fix = ""
         elif index:
             fix = _index_to_bce_fix(facts, label, pred)
+        elif (
+            label.dim() == pred.dim() >= 3
+            and label.shape[1] == 1
+            and label.shape[2:] == pred.shape[2:]
+            and _class_indices(label, pred.shape[1])
+        ):
+            fix = _index_to_bce_fix(facts, label, pred, squeeze=".squeeze(1)")
         elif channels_last(list(label.shape), list(pred.shape)):
             name = facts.get("label_name") or "target"
             fix = f"the target has its classes last: {name} = {name}{classes_first(label.dim())} (a permute; a view would scramble it)"
