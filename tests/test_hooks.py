@@ -105,6 +105,9 @@ def test_ipython_extension(tmp_path: Path) -> None:
     assert "channel_onehot_mismatch" in out
     assert out.index("Class values must be") < out.index("channel_onehot_mismatch")
     assert "next cell runs" in out
+    # the cell named as IPython names it, and its traceback not printed again under Evidence (#37)
+    assert "at `Cell In[3], line 1`" in out or "at Cell In[3], line 1" in out
+    assert "ipython-input" not in out and "Evidence" not in out
 
 
 def test_ipython_extension_sees_kernel_lines_on_fd2(tmp_path: Path) -> None:
