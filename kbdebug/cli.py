@@ -15,7 +15,18 @@ import typer
 
 from kbdebug._version import __version__
 from kbdebug.cli_help import Typer
-from kbdebug.cli_options import FactsOption, Format, FormatOption, KbOption, ParseFormat, ReportOption, fail, kb_dirs, set_global_kb
+from kbdebug.cli_options import (
+    TEXT,
+    FactsOption,
+    Format,
+    FormatOption,
+    KbOption,
+    ParseFormat,
+    ReportOption,
+    fail,
+    kb_dirs,
+    set_global_kb,
+)
 from kbdebug.cli_run import RUN_CONTEXT, run_cmd
 from kbdebug.cli_serve import serve_cmd
 from kbdebug.cli_status import STDIN_NOTHING, exit_status
@@ -101,7 +112,7 @@ def _regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = Fals
 @app.command()
 def explain(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files, directories or globs, or - for standard input.")],
-    fmt: FormatOption = Format.text,
+    fmt: FormatOption = TEXT,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
     report: ReportOption = None,
@@ -127,7 +138,7 @@ def explain(
     diags, logs = [], []
     try:
         for path in files:
-            regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None), to_stderr=fmt != Format.text)
+            regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None), to_stderr=fmt != "text")
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
             logs.append((path, regions))
         base = load_kb(kb)
@@ -136,11 +147,9 @@ def explain(
     passed_through = files == ["-"] and not quiet  # kbdebug is a filter in the run's pipeline (cli_status)
     if files == ["-"] and not any(d.incidents for d in diags):
         typer.echo(STDIN_NOTHING, err=True)
-        if passed_through and fmt == Format.text:  # the clean run's verdict is on stderr; stdout stays the run's output
+        if passed_through and fmt == "text":  # the clean run's verdict is on stderr; stdout stays the run's output
             raise typer.Exit(exit_status(diags, base, passed_through))
-    sys.stdout.write(
-        render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout), facts=facts)
-    )
+    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == "text", width=output_width(sys.stdout), facts=facts))
     sys.stdout.flush()
     if report:
         _report(report, logs)
@@ -154,7 +163,7 @@ def _explain_many(
     then the crashes grouped by signature."""
     from kbdebug.batch import expand, is_text_log
     from kbdebug.kb import RuleFileError, load_kb
-    from kbdebug.render import json_line, render
+    from kbdebug.render import render
     from kbdebug.render.summary import render_summary
 
     _settle()
@@ -170,27 +179,21 @@ def _explain_many(
         paths = [p for p in paths if p not in binary]
     if not paths:
         fail("no log files found in " + ", ".join(files))
-    color, width = use_color(sys.stdout) and fmt == Format.text, output_width(sys.stdout)
+    color, width = use_color(sys.stdout) and fmt == "text", output_width(sys.stdout)
     diags = []
-    if fmt == Format.html:
-        sys.stdout.write(render([], "html", part="head"))
+    sys.stdout.write(render([], fmt.value, part="head"))  # a document's head (HTML's), nothing in the other formats
     with _progress(len(paths)) as tick:
         try:
-            for diag in _each(paths, quiet, kb, to_stderr=fmt != Format.text):
+            for diag in _each(paths, quiet, kb, to_stderr=fmt != "text"):
                 diags.append(diag)
                 tick(len(diags))
-                if fmt == Format.json:
-                    sys.stdout.write(json_line(diag))
-                else:
-                    part = "body" if fmt == Format.html else "all"
-                    sys.stdout.write(render([diag], fmt.value, color=color, width=width, part=part, facts=facts))
+                sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body", facts=facts))
                 sys.stdout.flush()
             base = load_kb(kb)
         except (InputError, RuleFileError, OSError) as exc:
             fail(str(exc))
     sys.stdout.write(render_summary(diags, fmt.value, width=width, kb=base))
-    if fmt == Format.html:
-        sys.stdout.write(render([], "html", part="foot"))
+    sys.stdout.write(render([], fmt.value, part="foot"))
     sys.stdout.flush()
     if report:
         _report(report, [(path, None) for path in paths if path != "-"])
@@ -199,15 +202,9 @@ def _explain_many(
 
 def _report(url: str, logs: list[tuple[str, Any]]) -> None:
     """`--report URL`: each log to the crash service, after the local output (kbdebug/reporting.py)."""
-    from kbdebug.reporting import job_metadata, path_log, post
+    from kbdebug.reporting import report_logs
 
-    for path, regions in logs:
-        try:
-            log = path_log(path, regions)
-        except OSError as exc:
-            typer.echo(f"kbdebug: could not report {path}: {exc.strerror or exc}", err=True)
-            continue
-        post(url, log, {**job_metadata(rank=False), "source": path})
+    report_logs(url, logs)
 
 
 def _each(paths: list[str], quiet: bool, kb: list[Path] | None, to_stderr: bool) -> Iterator[Diagnosis]:
@@ -286,10 +283,8 @@ def _without_unmatched_guesses(records: list[Any]) -> list[Any]:
     from kbdebug.diagnoser.match import diagnose_records
     from kbdebug.kb import load_kb
 
-    diag = diagnose_records(list(records), load_kb(kb_dirs(None)), "-")
-    used = {id(rec) for inc in diag.incidents for rec in inc.records} | {
-        id(rec) for inc in diag.incidents for c in inc.consequences for rec in getattr(c, "records", [])
-    }
+    incidents = diagnose_records(list(records), load_kb(kb_dirs(None)))
+    used = {id(rec) for inc in incidents for rec in inc.records}
     return [r for r in records if r not in guesses or id(r) in used]
 
 
@@ -310,7 +305,7 @@ def rules_list(kb: KbOption = None) -> None:
 def rules_show(
     rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", help="A rule id, as `kbdebug rules list` prints it.")],
     kb: KbOption = None,
-    fmt: FormatOption = Format.text,
+    fmt: FormatOption = TEXT,
 ) -> None:
     """Show what a rule matches, its examples, and its guide rendered on its first positive example."""
     from kbdebug.authoring.show import show_rule

@@ -9,6 +9,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from kbdebug._resources import output_formats
+
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:  # Python 3.10: what StrEnum adds for these choices is str() giving the value
@@ -18,13 +20,10 @@ else:  # Python 3.10: what StrEnum adds for these choices is str() giving the va
             return str(self.value)
 
 
-class Format(StrEnum):
-    """kbdebug.render's formats (not imported here, it is heavy); an Enum so help and completion list them."""
-
-    text = "text"
-    markdown = "markdown"
-    json = "json"
-    html = "html"
+# kbdebug.render's formats, read off its templates without importing it (it is heavy); an Enum so help and
+# completion list them.
+Format = StrEnum("Format", {name: name for name in output_formats()})  # type: ignore[misc]
+TEXT = Format("text")  # the default: the terminal's guide
 
 
 class ParseFormat(StrEnum):

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kbdebug.cli_options import Format, FormatOption, KbOption, ReportOption, fail, kb_dirs
+from kbdebug.cli_options import TEXT, Format, FormatOption, KbOption, ReportOption, fail, kb_dirs
 from kbdebug.term import output_width, use_color
+
+if TYPE_CHECKING:
+    from kbdebug.facts import Facts
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
 RUN_CONTEXT = {"allow_interspersed_args": False, "ignore_unknown_options": True}
@@ -52,7 +55,7 @@ def run_cmd(
         typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
     ] = None,
     save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
-    fmt: FormatOption = Format.text,
+    fmt: FormatOption = TEXT,
     kb: KbOption = None,
     report: ReportOption = None,
 ) -> None:
@@ -96,7 +99,7 @@ class _Attempt:
     ) -> None:
         self.cmd, self.source, self.rerun, self.sanitizer, self.save, self.fmt, self.kb = cmd, source, rerun, sanitizer, save, fmt, kb
         self.report = report
-        self.color, self.width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
+        self.color, self.width = use_color(sys.stderr) and fmt == "text", output_width(sys.stderr)
 
     def run(self) -> tuple[int, Any, Any]:
         """The attempt's exit status (the command's), its diagnosis (None when it succeeded) and its RunResult."""
@@ -222,7 +225,7 @@ def parse_run_args(args: list[str]) -> dict[str, Any] | None:
     """`run`'s arguments read without typer, or None when typer must read them (help, a usage error, a form
     this reader does not know). A job wrapper starts in a few milliseconds: typer 0.29 imports pydantic to
     convert any command's parameters, most of `kbdebug run -- true`'s time; `run`'s few options are read here."""
-    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None, "report": None}
+    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": TEXT, "kb": None, "report": None}
     i = 0
     while i < len(args) and args[i].startswith("-") and args[i] != "--":
         name, eq, value = args[i].partition("=")
@@ -290,7 +293,7 @@ def _compare(first, second) -> str:
     return f"kbdebug: first run: {where(first)}\nkbdebug: with CUDA_LAUNCH_BLOCKING=1: {where(second)}"
 
 
-def _run_facts(cmd: list[str]) -> dict[str, Any]:
+def _run_facts(cmd: list[str]) -> Facts:
     """What `kbdebug run` knows for the commands it suggests: the script and arguments after `python`."""
     import shlex
 

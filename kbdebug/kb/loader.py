@@ -26,15 +26,22 @@ class RuleFileError(ValueError):
 @dataclass
 class KnowledgeBase:
     rules: list[Rule] = field(default_factory=list)
+    by_id: dict[str, Rule] = field(default_factory=dict)  # the same rules by id: each stage looks its rule up once
     sources: dict[str, Path] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # one line per broken user rule file
     replaced: list[str] = field(default_factory=list)  # one line per user rule that replaces a bundled one
 
     def get(self, rule_id: str) -> Rule | None:
-        for rule in self.rules:
-            if rule.id == rule_id:
-                return rule
-        return None
+        return self.by_id.get(rule_id)
+
+    def add(self, rule: Rule) -> Rule | None:
+        """Add a rule, replacing the one of its id (returned)."""
+        old = self.by_id.pop(rule.id, None)
+        if old is not None:
+            self.rules.remove(old)
+        self.rules.append(rule)
+        self.by_id[rule.id] = rule
+        return old
 
     def tagged(self, rule_id: str, tag: str) -> bool:
         """Whether the rule says it is of a kind (`fallback`, `async`, `collective`): code asks, never names ids."""
@@ -207,12 +214,10 @@ def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
                 raise
             kb.skipped.append(str(exc))
             continue
-        old = kb.get(rule.id)
+        old = kb.add(rule)
         if old is not None:
-            kb.rules.remove(old)
             if bundled in kb.sources.get(rule.id, path).parents and bundled not in path.parents:
                 kb.replaced.append(f"{path} replaces the bundled rule {rule.id!r}")
-        kb.rules.append(rule)
         kb.sources[rule.id] = path
     _expand_groups(kb)
     return kb
