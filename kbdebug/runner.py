@@ -304,11 +304,13 @@ def needs_rerun(diag: Any, env: dict[str, str] | None = None) -> bool:
 
 
 def write_summary(save: Path, cmd: list[str], results: list[tuple[RunResult, Any]]) -> None:
+    from kbdebug.render import json_object  # docs/json.md's contract (a Diagnosis has no to_json since #34)
+
     runs = []
     for i, (res, diag) in enumerate(results, 1):
         extra = {k: v for k, v in res.env.items() if k in RERUN_ENV and os.environ.get(k) != v}
         runs.append(
-            {"log": f"run{i}.log", "returncode": res.returncode, "env": extra, "diagnosis": diag.to_json() if diag is not None else None}
+            {"log": f"run{i}.log", "returncode": res.returncode, "env": extra, "diagnosis": json_object(diag) if diag is not None else None}
         )
     (save / "diagnosis.json").write_text(json.dumps({"command": cmd, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
 
