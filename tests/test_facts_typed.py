@@ -105,3 +105,27 @@ def test_one_merge_applies_the_declared_precedence() -> None:
     )
     assert merged == {"error_type": "torch.OutOfMemoryError", "rank": 2, "script": "train.py", "device": "cpu"}
     assert merge({"records": {"rank": 1}}, base={"rank": 0}) == {"rank": 0}
+
+
+def test_a_rule_matching_a_field_its_record_kind_lacks_is_refused(tmp_path: Path) -> None:
+    """A typo in a match's field never fires silently: the rule file is refused, saying what the kind has."""
+    from kbdebug.kb import RuleFileError
+    from kbdebug.kb.loader import load_rule
+
+    head = 'id = "x"\ntitle = "a title"\n[guide]\nwhat="0123456789a"\nwhy="0123456789a"\nconfirm="0123456789a"\nfix="0123456789a"\n'
+    good = tmp_path / "good.toml"
+    good.write_text(head + '[[match]]\nkind = "message"\nfields = { template = "^broadcast$", "values.size_a" = "3" }\n')
+    assert load_rule(good).match[0].kind == "message"
+    for fields, said in (
+        ('{ mesage = "x" }', "'mesage' is not a field of a 'exception' record"),
+        ('{ "values.sise_a" = "3" }', "'values.sise_a' is not a field of a 'message' record"),
+    ):
+        kind = "message" if "values" in fields else "exception"
+        bad = tmp_path / "bad.toml"
+        bad.write_text(head + f'[[match]]\nkind = "{kind}"\nfields = {fields}\n')
+        with pytest.raises(RuleFileError, match=re.escape(said)):
+            load_rule(bad)
+    kinds = tmp_path / "kind.toml"
+    kinds.write_text(head + '[[match]]\nkind = "exceptoin"\n')
+    with pytest.raises(RuleFileError, match=r"match\[0\]\.kind: input should be 'kernel_assert'"):
+        load_rule(kinds)

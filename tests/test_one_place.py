@@ -4,6 +4,7 @@ kbdebug uses it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ id = "stale_file_handle"
 title = "A data file handle went stale (the file system was remounted)"
 priority = 60
 retry = "yes"
+signature = ["error_type"]  # what makes two of its crashes the same
 
 [[match]]
 kind = "exception"
@@ -96,6 +98,8 @@ def test_a_new_rule_is_its_folder(tmp_path: Path) -> None:
     assert "A data file handle went stale" in out.stdout
     assert "`flaky_loader.StaleHandleError` at `train.py:12`" in out.stdout
     assert "Rerun: yes" in out.stdout
+    as_json = json.loads(_run(tmp_path, env, "explain", "--format", "json", "crash.log").stdout)
+    assert as_json["incidents"][0]["signature_key"] == "stale_file_handle | flaky_loader.StaleHandleError | at train.py:<module>"
     assert _unchanged(tmp_path, before) == []
 
 

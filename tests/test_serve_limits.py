@@ -55,7 +55,7 @@ def half_sent(url: str, n: int, body: bool = False) -> list[socket.socket]:
     """`n` connections each holding a request that never ends: headers cut short, or (body) a body cut short."""
     port = int(url.rsplit(":", 1)[1])
     part = (
-        b"POST /v1/diagnose HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nTrace"
+        b"POST /v1/diagnose HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Kbdebug-Client: kbdebug\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nTrace"
         if body
         else b"POST /v1/diagnose HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: "
     )

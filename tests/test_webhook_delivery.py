@@ -138,7 +138,7 @@ def test_without_public_url_the_link_is_the_served_address_not_the_posters_host(
     hook = Receiver()
     try:
         with serve(f"sqlite:///{tmp_path / 'c.db'}", "--webhook", hook.url + "/hook") as server:
-            assert post(server.url, INDEX, host="evil.example") == 201
+            assert post(server.url, INDEX, host="localhost") == 201  # another name the service answers to
             for _ in range(100):
                 if hook.bodies:
                     break
@@ -147,4 +147,4 @@ def test_without_public_url_the_link_is_the_served_address_not_the_posters_host(
     finally:
         hook.close()
     assert message["url"] == f"{server.url}/crashes/{message['signature']}"
-    assert "evil.example" not in message["text"]
+    assert "localhost" not in message["url"] and "localhost" not in message["text"]

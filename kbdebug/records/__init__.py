@@ -395,5 +395,10 @@ def record_kinds() -> tuple[str, ...]:
 def record_field_names(kind: str) -> frozenset[str]:
     """What a rule's match may read off a record of `kind`: its fields and its properties (`folded_message`)."""
     cls = record_classes()[kind]
-    props = {name for klass in cls.__mro__ for name, value in vars(klass).items() if isinstance(value, property)}
+    props = {
+        name
+        for klass in cls.__mro__
+        for name, value in vars(klass).items()
+        if isinstance(value, property) and not name.startswith(("_", "model_"))
+    }
     return frozenset(cls.model_fields) | frozenset(props)
