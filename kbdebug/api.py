@@ -112,11 +112,12 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
 class Diagnosis(core.Diagnosis):
     """A diagnosis, with its conveniences: `render()` in any format and `verify()` on the user's own tensors."""
 
-    def render(self, fmt: str = "text", color: bool = False) -> str:
-        """The diagnosis as "text", "markdown", "json" or "html" (kbdebug.render)."""
+    def render(self, fmt: str = "text", color: bool = False, *, facts: bool = False, evidence: bool = True) -> str:
+        """The diagnosis as "text", "markdown", "json" or "html" (kbdebug.render). In text, `facts=True` adds the
+        table of every fact read; `evidence=False` leaves out the log lines (shown just above, by an excepthook)."""
         from kbdebug.render import render
 
-        return render([self], fmt, color=color)
+        return render([self], fmt, color=color, facts=facts, evidence=evidence)
 
     def verify(self, **tensors: Any) -> Diagnosis:
         """Run the checks each incident's rule names on the user's own tensors (needs torch).

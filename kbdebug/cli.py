@@ -15,6 +15,7 @@ from kbdebug.cli_explain import InputError, explain_logs, quiet_start, regions_f
 from kbdebug.cli_help import Typer
 from kbdebug.cli_options import (
     TEXT,
+    FactsOption,
     FormatOption,
     KbOption,
     ParseFormat,
@@ -64,10 +65,11 @@ def explain(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
     report: ReportOption = None,
+    facts: FactsOption = False,
 ) -> None:
     """Diagnose crash logs. Exit status: 0 a named cause, 3 only the catch-all `other`, 1 nothing recognised, 2 usage/input
     error; passing a run through (`cmd 2>&1 | kbdebug explain -`, no -q) 0 and 1 trade places, so a crash fails CI."""
-    raise typer.Exit(explain_logs(files, fmt, quiet, kb, report))  # kbdebug/cli_explain.py
+    raise typer.Exit(explain_logs(files, fmt, quiet, kb, report, facts))  # kbdebug/cli_explain.py
 
 
 app.command("run", context_settings=RUN_CONTEXT)(typer_command())  # kbdebug/cli_run.py

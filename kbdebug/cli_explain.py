@@ -31,12 +31,15 @@ FAST_OPTIONS = {
     "-q": ("quiet", "true"),
     "--kb": ("kb", "paths"),
     "--report": ("report", "text"),
+    "--facts": ("facts", "true"),
+    "--verbose": ("facts", "true"),
+    "-v": ("facts", "true"),
 }
 
 
 def parse_explain_args(args: list[str]) -> dict[str, Any] | None:
     """`explain`'s arguments read without typer, or None when typer must read them (help, a usage error)."""
-    values: dict[str, Any] = {"fmt": TEXT, "quiet": False, "kb": None, "report": None}
+    values: dict[str, Any] = {"fmt": TEXT, "quiet": False, "kb": None, "report": None, "facts": False}
     files = read_options(args, FAST_OPTIONS, values, interspersed=True)
     if not files:
         return None
@@ -116,13 +119,15 @@ def regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = False
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def explain_logs(files: list[str], fmt: Format = TEXT, quiet: bool = False, kb: list[Path] | None = None, report: str | None = None) -> int:
+def explain_logs(
+    files: list[str], fmt: Format = TEXT, quiet: bool = False, kb: list[Path] | None = None, report: str | None = None, facts: bool = False
+) -> int:
     """Diagnose the logs and print the report; the exit status (kbdebug/cli_status.py)."""
     kb = kb_dirs(kb)
     if files.count("-") > 1:
         fail("standard input can be named only once")
     if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
-        return _explain_many(files, fmt, quiet, kb, report)
+        return _explain_many(files, fmt, quiet, kb, report, facts)
     from kbdebug.parse.needles import needles
     from kbdebug.scan import start_grep
 
@@ -147,14 +152,14 @@ def explain_logs(files: list[str], fmt: Format = TEXT, quiet: bool = False, kb: 
         _say(STDIN_NOTHING)
         if passed_through and fmt == "text":  # the clean run's verdict is on stderr; stdout stays the run's output
             return exit_status(diags, base, passed_through)
-    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == "text", width=output_width(sys.stdout)))
+    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == "text", width=output_width(sys.stdout), facts=facts))
     sys.stdout.flush()
     if report:
         _report(report, logs)
     return exit_status(diags, base, passed_through)
 
 
-def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None) -> int:
+def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None, facts: bool = False) -> int:
     """Many logs: each diagnosis as it is ready (JSON: one object per line; HTML: sections of one document),
     then the crashes grouped by signature."""
     from kbdebug.batch import expand, is_text_log
@@ -183,7 +188,7 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
             for diag in _each(paths, quiet, kb, to_stderr=fmt != "text"):
                 diags.append(diag)
                 tick(len(diags))
-                sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body"))
+                sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body", facts=facts))
                 sys.stdout.flush()
             base = load_kb(kb)
         except (InputError, RuleFileError, OSError) as exc:

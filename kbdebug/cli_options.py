@@ -39,6 +39,12 @@ def _options() -> dict[str, Any]:
     return {
         "KbOption": Annotated[list[Path] | None, typer.Option("--kb", metavar="DIR", help="Extra rule directory (repeatable).")],
         "FormatOption": Annotated[Format, typer.Option("--format", "-f", help="Output format.")],
+        "FactsOption": Annotated[
+            bool,
+            typer.Option(
+                "--facts", "--verbose", "-v", help="Also list every fact the diagnosis read, in the text report (JSON always has them)."
+            ),
+        ],
         "ReportOption": Annotated[
             str | None,
             typer.Option(
@@ -54,10 +60,11 @@ if TYPE_CHECKING:
     KbOption = list[Path] | None
     FormatOption = Format
     ReportOption = str | None
+    FactsOption = bool
 else:
 
     def __getattr__(name: str) -> Any:
-        if name not in ("KbOption", "FormatOption", "ReportOption"):
+        if name not in ("KbOption", "FormatOption", "ReportOption", "FactsOption"):
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         options = _options()
         globals().update(options)

@@ -148,9 +148,10 @@ class _Attempt:
             fail(f"cannot run {cmd[0]}: {exc.strerror or exc}")
         results: list[tuple[Any, Any]] = [(first, None)]
         if first.returncode == 0 and not self.sanitizer:
+            warned = self._named_on_success(first, source)
             if save is not None:
-                write_summary(save, cmd, results)
-            return 0, None, first
+                write_summary(save, cmd, [(first, warned)])
+            return 0, warned, first
         diag = self._diagnose(first, source, "run")
         results = [(first, diag)]
         out = sys.stderr
@@ -176,6 +177,25 @@ class _Attempt:
 
             post(self.report, regions_text(first.regions), job_metadata(source))
         return first.returncode, diag, first
+
+    def _named_on_success(self, first: Any, source: str) -> Any:
+        """A job that exited 0 whose output still names a cause (torch warning that a loss broadcast its
+        target, a loss gone NaN): the diagnosis, said to be one of a finished job; the status stays 0. Only
+        output the scanner keeps as possible evidence is diagnosed; a job that printed nothing costs no parser."""
+        if not first.lines and not first.feed.held and not first.feed.size:
+            return None
+        if not first.regions:
+            return None
+        diag = self._diagnose(first, source, "run")
+        from kbdebug.cli_status import NAMED, found
+        from kbdebug.kb import load_kb
+
+        if found([diag], load_kb(self.kb)) != NAMED:
+            return None
+        sys.stderr.write(f"kbdebug: `{source}` exited with status 0, but its output names a cause (the status stays 0):\n")
+        sys.stderr.write(self._render(diag))
+        sys.stderr.flush()
+        return diag
 
     def _rerun_blocking(self, first: Any, diag: Any, save: Path | None, results: list[tuple[Any, Any]]) -> None:
         """Not localised (an asynchronous CUDA error)? Run once more with CUDA_LAUNCH_BLOCKING=1, or say how."""

@@ -104,6 +104,9 @@ class Facts(TypedDict, total=False):
     user_code: Annotated[str, _f("the source line of that frame", "exception", "live", "guard")]
     raised_at: Annotated[str, _f("`file:LINE` of the innermost frame", "exception")]
     raised_code: Annotated[str, _f("the source line of the innermost frame that printed one", "exception")]
+    raised_function: Annotated[
+        str, _f("the function of the innermost frame: the op that raised (`binary_cross_entropy_with_logits`)", "exception")
+    ]
     raised_from: Annotated[str, _f("the C++ function and file:line an exception was raised from", "cpp_exception")]
     worker: Annotated[int, _f("the DataLoader worker an exception was raised in", "exception", "message")]
     rank: Annotated[int, _f("the rank that printed the evidence", "records")]
@@ -115,6 +118,14 @@ class Facts(TypedDict, total=False):
     differing_dims: Annotated[list[int], _f("the dims in which prediction and label differ", "exception", "message")]
     input_channels: Annotated[int, _f("dim 1 of the prediction", "exception", "message")]
     target_channels: Annotated[int, _f("dim 1 of the label", "exception", "message")]
+    channels_last: Annotated[
+        Literal["label", "prediction"],
+        _f(
+            "which side has the other's channel dim moved last: a permute apart (`[2, 32, 32, 4]` vs `[2, 4, 32, 32]`)",
+            "exception",
+            "message",
+        ),
+    ]
     # -- a kernel's device-side assert
     kernel_file: Annotated[str, _f("the kernel's source file", "kernel_assert", "cuda_error", "sanitizer")]
     kernel_line: Annotated[

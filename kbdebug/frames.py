@@ -42,6 +42,20 @@ def is_library_path(path: str) -> bool:
     return m is not None and not _USER_FOLDERS.search(path[: m.start() + 1])
 
 
+_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+_CELL = re.compile(r"^Cell In\s*\[(\d+)\]$")
+
+
+def location(file: str, line: int | None, cell: int | None = None) -> str:
+    """`file:LINE`, as a user finds it: a notebook cell as IPython 8 names it, `Cell In[3], line 2`, not
+    `<ipython-input-3-9f8e7d6c5b4a>:2` (`cell`: its number where IPython mapped a temporary file to it)."""
+    m = _IPYTHON_INPUT.match(file) or _CELL.match(file)
+    number = int(m.group(1)) if m else cell
+    if number is not None:
+        return f"Cell In[{number}], line {line}" if line is not None else f"Cell In[{number}]"
+    return f"{file}:{line}" if line is not None else file
+
+
 def basename(path: str) -> str:
     return re.split(r"[\\/]", path.rstrip("\\/"))[-1]
 
@@ -75,8 +89,10 @@ def user_frame(tb: TracebackType | None) -> FrameType | None:
 
 
 def frame_needle(facts: Mapping[str, object]) -> str:
-    """How the innermost user frame appears in a traceback: `"PATH", line N`."""
+    """How the innermost user frame appears in a traceback: `"PATH", line N`, or a notebook's `Cell In[3], line 2`."""
     frame = facts.get("innermost_user_frame")
+    if isinstance(frame, str) and frame.startswith("Cell In["):  # IPython 8 prints the cell as we name it
+        return frame
     if not isinstance(frame, str) or ":" not in frame:
         return ""
     path, _, line = frame.rpartition(":")

@@ -46,7 +46,8 @@ def _write(exc: BaseException, stream: TextIO, compact: bool | None) -> bool:
 
             stream.write(compact_text([diag], hint=" (full guide: kbdebug.install(compact=False))"))
         else:
-            stream.write("\n" + diag.render("text", color=use_color(stream)))
+            # the traceback is just above: the guide follows it without printing its lines again
+            stream.write("\n" + diag.render("text", color=use_color(stream), evidence=False))
         stream.flush()
         return True
     except Exception as err:

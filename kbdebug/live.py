@@ -24,7 +24,7 @@ from typing import Any
 from kbdebug.diagnoser.context import LABEL_NAME, call_settings, launch_command
 from kbdebug.diagnosis import LiveEvidence, LiveSite
 from kbdebug.facts import Facts, InplaceWrite, ModuleCounts, TensorInfo
-from kbdebug.frames import user_frame
+from kbdebug.frames import location, user_frame
 from kbdebug.normalise import Line
 from kbdebug.parse import parse_lines
 from kbdebug.records import Frame, PyException, Record
@@ -108,6 +108,15 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
     return live
 
 
+def _notebook_cell(filename: str) -> int | None:
+    """The cell number IPython gave the temporary file a cell ran from (ipykernel's `/tmp/ipykernel_1/2.py`),
+    as its own tracebacks say `Cell In[3]`; None outside IPython."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    mapping = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    number = mapping.get(filename) if isinstance(mapping, dict) else None
+    return number if isinstance(number, int) else None
+
+
 def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, saved_shape: list[int] | None = None) -> LiveSite:
     """The live facts of one exception: the error as raised, the user's innermost frame (`found`: its own, else
     the chain's), its source line, its tensors and modules; `saved_shape`, the shape of a tensor saved for
@@ -119,7 +128,7 @@ def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, save
     if found is None:
         return LiveSite(facts)
     frame, line, code = found
-    facts["innermost_user_frame"] = f"{frame.f_code.co_filename}:{line}"
+    facts["innermost_user_frame"] = location(frame.f_code.co_filename, line, _notebook_cell(frame.f_code.co_filename))
     facts["user_function"] = frame.f_code.co_name
     if code:
         facts["user_code"] = code

@@ -87,7 +87,9 @@ _GLUE = re.compile(
 )
 # an exception type wrapped onto the end of the (indented) source line above its message: `    loss = f(x) IndexError:`
 _TYPE_AT_END = re.compile(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
-_BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
+# Markdown bold as CommonMark reads it: `**` that is not part of a longer run of stars, hugging its text.
+# Slurm's `*** JOB 1 CANCELLED ***` is no bold: a run of three, with spaces inside, stays as the log printed it.
+_BOLD = re.compile(r"(?<!\*)\*\*(?=[^*\s])([^*\n]+?)(?<=[^*\s])\*\*(?!\*)")
 _RECORD_START = re.compile(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
     rf"|{EXC_NAME}:)|.*{TRACEBACK_HEADER}"

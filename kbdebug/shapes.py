@@ -102,6 +102,13 @@ def squeezed_rank_match(a: Shape, b: Shape) -> bool:
     return len(longer) == len(shorter) + 1 and len(longer) >= 3 and longer[1] == 1 and longer[:1] + longer[2:] == shorter
 
 
+def channels_last(a: Shape, b: Shape) -> bool:
+    """`a` is `b` with its channel dim (1) moved last: `[2, 32, 32, 4]` against `[2, 4, 32, 32]`, what
+    `F.one_hot` or an image loader (HWC) gives. The same values in another order: a permute fixes it, and a
+    view or reshape to `b`'s shape would scramble them silently."""
+    return len(a) == len(b) >= 3 and a != b and a == b[:1] + b[2:] + b[1:2]
+
+
 def shape_facts(input_shape: Shape | None, target_shape: Shape | None) -> Facts:
     """Facts about a prediction (`input_shape`) and a label (`target_shape`) pair, for rules and guides."""
     facts: Facts = {}
@@ -116,4 +123,8 @@ def shape_facts(input_shape: Shape | None, target_shape: Shape | None) -> Facts:
         facts["input_channels"] = input_shape[1]
     if len(target_shape) >= 2 and len(target_shape) == len(input_shape):
         facts["target_channels"] = target_shape[1]
+    if channels_last(target_shape, input_shape):
+        facts["channels_last"] = "label"
+    elif channels_last(input_shape, target_shape):
+        facts["channels_last"] = "prediction"
     return facts

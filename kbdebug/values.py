@@ -38,3 +38,15 @@ def size_bytes(text: object) -> int | None:
         return int(float(parts[0]) * unit) if unit else None
     except ValueError:
         return None
+
+
+def human_size(value: object) -> str:
+    """A size as a person reads it, in binary units: `800000000000 bytes` -> `745 GiB`; text that is not a
+    size passes through unchanged (a guide never shows less than the log said)."""
+    n = value if isinstance(value, int) and not isinstance(value, bool) else size_bytes(value)
+    if n is None:
+        return str(value)
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}" if n / scale < 1000 else f"{n / scale:.0f} {unit}"
+    return f"{n} bytes"

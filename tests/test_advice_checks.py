@@ -8,7 +8,8 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 from kbdebug import diagnose  # noqa: E402
-from kbdebug.diagnosis import Diagnosis, Incident  # noqa: E402
+from kbdebug.api import Diagnosis  # noqa: E402  # the public result: render() and verify()
+from kbdebug.diagnosis import Incident  # noqa: E402
 from kbdebug.verify import check_bce_inputs, check_class_targets, check_segmentation  # noqa: E402
 
 HEAD_14_VS_13 = (

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from kbdebug.api import diagnose_regions, diagnose_text
-from kbdebug.diagnoser.context import applicable, libraries
+from kbdebug.diagnoser.context import libraries
+from kbdebug.diagnoser.guides import applicable, notebook_env
 from kbdebug.parse.needles import needles
 from kbdebug.scan import scan_text
 
@@ -67,13 +68,14 @@ def test_blocking_already_set_in_a_live_process(monkeypatch: pytest.MonkeyPatch)
     assert applicable(
         ["CUDA_LAUNCH_BLOCKING=1 python a.py", "compute-sanitizer python a.py"],
         {"device": "cuda", "origin": "script", "launch_blocking": True},
+        notebook_env,
     ) == ["compute-sanitizer python a.py"]
 
 
 def test_unknown_device_keeps_cuda_commands_and_duplicates_go() -> None:
     cmds = ["CUDA_LAUNCH_BLOCKING=1 python a.py", "CUDA_LAUNCH_BLOCKING=1 python a.py", "nvidia-smi"]
-    assert applicable(cmds, {"origin": "log"}) == ["CUDA_LAUNCH_BLOCKING=1 python a.py", "nvidia-smi"]
-    assert applicable(cmds, {"origin": "log", "device": "cpu"}) == ["nvidia-smi"]
+    assert applicable(cmds, {"origin": "log"}, notebook_env) == ["CUDA_LAUNCH_BLOCKING=1 python a.py", "nvidia-smi"]
+    assert applicable(cmds, {"origin": "log", "device": "cpu"}, notebook_env) == ["nvidia-smi"]
 
 
 def test_live_cpu_exception_is_cpu_and_from_a_script() -> None:

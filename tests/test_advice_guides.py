@@ -181,7 +181,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     # the job, not the kernel
     "host_oom": (
         TB + "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 37.3 GiB for an array with shape (1222000, 4096)\n",
-        ["while allocating 37.3 GiB", *WHERE],
+        ["one request for 37.3 GiB", "shape or unit bug", *WHERE],
     ),
     "oom_killed": (
         "[Mon May  6 11:02:17 2024] Out of memory: Killed process 48211 (python) total-vm:98123456kB\n",

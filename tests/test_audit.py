@@ -97,3 +97,37 @@ def test_print_describe_prints_once() -> None:
     text = print_describe(scores, file=buf)
     assert text == "scores: [2] float32 cpu min=1 max=1 mean=1"
     assert buf.getvalue() == text + "\n"
+
+
+class LogThenLinear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.log(x)  # a negative input makes NaN here, before fc
+        return self.fc(x)
+
+
+def test_nan_made_by_a_function_in_forward_is_blamed_there_not_on_the_next_module() -> None:
+    """#37: fc's input was already NaN; the first place a non-finite value appears is the forward's code."""
+    model = LogThenLinear()
+    with audit(model) as a:
+        model(torch.tensor([[1.0, -1.0, 2.0, 3.0]]))
+    origin = a.nonfinite_origin
+    assert origin is not None and origin.by is None
+    assert origin.in_forward_of is not None and origin.in_forward_of.type == "LogThenLinear"
+    assert origin.before is not None and origin.before.module == "fc"
+    assert a.first_nonfinite is not None and a.first_nonfinite.type == "LogThenLinear"
+    last = a.report().splitlines()[-1]
+    assert last.startswith("first NaN/inf made in LogThenLinear.forward (test_audit.py:")
+    assert last.endswith("before it called fc (Linear): fc's input already held NaN/inf (it only passed it on); look at the ops before it")
+
+
+def test_nan_already_in_the_input_is_not_blamed_on_a_module() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    with audit(model) as a:
+        model(torch.tensor([[float("nan"), 1.0]]))
+    assert a.nonfinite_origin is not None and a.nonfinite_origin.in_inputs
+    assert a.first_nonfinite is None
+    assert a.report().endswith("first NaN/inf already in the model's input: it came from the data or the code before the model")

@@ -362,7 +362,7 @@ File /opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py:1501, in
 RuntimeError: CUDA error: device-side assert triggered
 """,
         "async_error_unlocalized",
-        "Cell In[7]:3",
+        "Cell In[7], line 3",
     ),
     (
         """Traceback (most recent call last):

@@ -211,7 +211,7 @@ def test_dice_on_an_index_label_is_told_to_one_hot_with_the_class_count_never_to
     assert inc.rule == "channel_onehot_mismatch"
     assert "`label` holds class indices `[4, 32, 32]`" in inc.guide["what"]
     assert "the batch against the 5 classes" in inc.guide["what"]
-    assert "`label_1h = F.one_hot(label.long(), 5).movedim(-1, 1).float()`" in inc.guide["fix"]
+    assert "`label_1h = F.one_hot(label.long(), 5).permute(0, 3, 1, 2).float()`" in inc.guide["fix"]
     assert "slice" not in guide(inc) and "num_classes=5`:" not in guide(inc)
 
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -77,11 +76,9 @@ fix = "never shown to anyone"
 def test_hostile_user_rule_cannot_hang_explain_and_lint_names_it(tmp_path: Path) -> None:
     (tmp_path / "hostile.toml").write_text(HOSTILE_RULE)
     log = b"RuntimeError: " + b"a" * 40 + b"b\n"
-    start = time.monotonic()
-    proc = explain(log, "--kb", str(tmp_path))
-    assert time.monotonic() - start < 30  # 2**40 steps under a backtracking engine; milliseconds here
+    proc = explain(log, "--kb", str(tmp_path))  # 2**40 steps under a backtracking engine: run_cli's timeout
     no_traceback(proc)
-    assert b"hostile.toml" in proc.stderr and b"repeats" in proc.stderr  # skipped, with the reason
+    assert b"hostile.toml" in proc.stderr and b"repeats" in proc.stderr  # skipped, with the reason: never run
     lint = run_cli("rules", "lint", str(tmp_path))
     assert lint.returncode == 1
     line = lint.stdout.decode()
@@ -169,8 +166,6 @@ def test_a_box_drawn_wide_cannot_hang_explain() -> None:
             "RuntimeError: CUDA error: an illegal memory access was encountered",
         ]
     )
-    start = time.monotonic()
-    proc = explain(log.encode())
-    assert time.monotonic() - start < 30  # minutes for the regex; a fraction of a second now
+    proc = explain(log.encode())  # minutes for the old regex (run_cli's timeout); tests/test_patterns.py proves linear
     no_traceback(proc)
     assert b"illegal_memory_access" in proc.stdout

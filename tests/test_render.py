@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 
 from kbdebug.api import diagnose_text
@@ -112,7 +113,8 @@ def test_compact_line_has_no_markdown() -> None:
     from kbdebug.render.compact import compact
 
     text = compact([diagnose_text((ROOT / "examples" / "segmentation_crash.log").read_text())])
-    assert text.startswith("kbdebug: nll_target_out_of_range at /home/user/seg/train.py:151: ") and "`" not in text
+    assert text.startswith("kbdebug: nll_target_out_of_range: ") and "`" not in text
+    assert text.count("/home/user/seg/train.py:151") == 1  # the location once (#37)
 
 
 def test_many_logs_markdown_summary_quotes_code_as_code(tmp_path) -> None:
@@ -144,3 +146,83 @@ def test_the_users_frame_stays_among_the_evidence_of_a_long_traceback() -> None:
     shown = [row.text for block in evidence(root, diag.lines) for row in block]
     assert '  File "/home/me/train.py", line 42, in main' in shown and "    out = model(batch)" in shown
     assert len(shown) < log.count("\n") // 2  # not the whole traceback: the user's frame among a few lines
+
+
+SLURM = (
+    "[rank0]: epoch 3 step 120 loss 0.412\n"
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+    "slurmstepd: error: *** JOB 48213 ON gpu-node-07 CANCELLED AT 2024-05-01T12:13:10 DUE TO PREEMPTION ***\n"
+    "slurmstepd: error: *** STEP 48213.0 ON gpu-node-07 CANCELLED AT 2024-05-01T12:13:10 DUE TO PREEMPTION ***\n"
+)
+
+
+def test_evidence_shows_each_line_once_and_raw_is_the_logs_text() -> None:
+    """#37: records that share lines (a message inside its traceback, Slurm's two preemption lines) showed
+    them twice; `raw` turned Slurm's `***` into `*` (read as Markdown bold)."""
+    from kbdebug.render.evidence import evidence
+
+    diag = diagnose_text(SLURM)
+    inc = diag.incidents[0]
+    shown = [row.no for block in evidence(inc, diag.lines) for row in block if row.no is not None]
+    assert shown == [1, 2, 3, 4]
+    raws = [r.raw for r in inc.records]
+    assert SLURM.splitlines()[2] in raws and all("***" in r for r in raws if "slurmstepd" in r)
+    text = diag.render("text")
+    assert text.count("DUE TO PREEMPTION ***") == 2  # lines 3 and 4, each once
+
+
+def test_no_rule_example_shows_an_evidence_line_twice() -> None:
+    from kbdebug.kb import load_kb
+    from kbdebug.render.evidence import evidence
+
+    for rule in load_kb().rules:
+        for text in rule.examples.positive:
+            diag = diagnose_text(text)
+            for inc in diag.incidents:
+                shown = [row.no for block in evidence(inc, diag.lines) for row in block if row.no is not None]
+                assert len(shown) == len(set(shown)), (rule.id, shown)
+
+
+def test_markdown_bold_is_still_read_as_bold() -> None:
+    diag = diagnose_text("**RuntimeError: CUDA error: an illegal memory access was encountered**\n")
+    assert diag.incidents[0].rule == "illegal_memory_access"
+
+
+def test_notebook_frames_read_as_ipython_names_its_cells() -> None:
+    """#37: `Cell In[3], line 2`, as IPython 8 prints it, not `<ipython-input-3-9f8e7d6c5b4a>:2`."""
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "<ipython-input-3-9f8e7d6c5b4a>", line 2, in <module>\n'
+        "    loss = F.cross_entropy(logits, y)\n"
+        "IndexError: Target 10 is out of bounds.\n"
+    )
+    inc = diagnose_text(log).incidents[0]
+    assert inc.facts["innermost_user_frame"] == "Cell In[3], line 2"
+    assert "at `Cell In[3], line 2`" in inc.guide["what"] and "ipython-input" not in inc.guide["what"]
+    assert inc.facts["origin"] == "notebook"
+
+
+def test_a_live_notebook_frame_is_named_by_its_cell() -> None:
+    torch = __import__("pytest").importorskip("torch")
+    from kbdebug import diagnose
+
+    code = compile(
+        "logits = torch.randn(2, 3)\nloss = torch.nn.functional.cross_entropy(logits, torch.tensor([0, 7]))\n",
+        "<ipython-input-1-0a1b2c3d>",
+        "exec",
+    )
+    try:
+        exec(code, {"torch": torch})
+    except IndexError as exc:
+        inc = diagnose(exc).incidents[0]
+    assert inc.facts["innermost_user_frame"] == "Cell In[1], line 2"
+
+
+def test_code_on_a_terminal_keeps_its_background() -> None:
+    """#37: rich painted code spans bold cyan on black, a black box on a light terminal."""
+    from kbdebug.render.markup import to_terminal
+
+    text = to_terminal("Use `x.permute(0, 3, 1, 2)`:\n\n```python\nx = x.permute(0, 3, 1, 2)\n```\n", 80)
+    params = [int(p) for sgr in re.findall(r"\x1b\[([0-9;]*)m", text) for p in sgr.split(";") if p]
+    assert "\x1b[1;36mx.permute(0, 3, 1, 2)\x1b[0m" in text
+    assert not [p for p in params if 40 <= p <= 49 or 100 <= p <= 107]  # no background colour at all

@@ -218,6 +218,14 @@ def source_tensor(facts: Facts) -> dict[str, Any]:
     return {}
 
 
+def _operand(arg: ast.expr) -> str | None:
+    """The tensor an argument names: `masks`, or the tensor a method chain starts from (`masks.float()`,
+    `y.squeeze(1).long()`): a conversion on the line still passes the user's tensor."""
+    while isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute):
+        arg = arg.func.value
+    return arg.id if isinstance(arg, ast.Name) else None
+
+
 def operand_names(code: str, tensors: dict[str, Any]) -> dict[str, Any]:
     """The user's own names for the label and the prediction (`label_name`, `pred_name`), for guides to say
     `label`/`logits` where the failing line does: from the tensors on the line when they were read, else from
@@ -229,7 +237,7 @@ def operand_names(code: str, tensors: dict[str, Any]) -> dict[str, Any]:
         except SyntaxError:
             return {}
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
-        args = [a.id for a in calls[0].args if isinstance(a, ast.Name)] if calls else []
+        args = [n for n in (_operand(a) for a in calls[0].args) if n] if calls else []
         names = args if len(args) == 2 else []
     labels = [n for n in names if LABEL_NAME.search(n)]
     others = [n for n in names if n not in labels]

@@ -24,6 +24,7 @@ from kbdebug.kb.commands import needs
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.kb.model import RETRY_VALUES, Rule
 from kbdebug.templating import bytecode_cache, code_span
+from kbdebug.values import human_size
 
 PHRASES = "_phrases.j2"  # knowledge/_phrases.j2: the phrasing every guide shares
 
@@ -61,6 +62,7 @@ def _fragment_env() -> jinja2.Environment:
         finalize=_guide_value,
     )
     env.globals["phrase"] = _Phrases(env)
+    env.filters["human_size"] = human_size  # `{{ requested | human_size }}`: 745 GiB, not 800000000000 bytes
     return env
 
 

@@ -168,6 +168,8 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
             inc = incidents[rule.id] = Incident(rule=rule.id, title=rule.title, confidence=m.confidence, first_line=rec.first_line)
         if m.retry is not None and m.confidence >= inc.confidence:
             inc.facts["retry"] = m.retry
+        if m.title is not None and m.confidence >= inc.confidence:
+            inc.title = m.title
         inc.confidence = max(inc.confidence, m.confidence)
         inc.first_line = min(inc.first_line, rec.first_line)
         inc.records.append(rec)

@@ -59,7 +59,10 @@ def _user_frame(facts: Facts) -> str:
     frame = str(facts.get("innermost_user_frame") or "")
     if not frame:
         return ""
-    file = basename(frame.rsplit(":", 1)[0]) if re.search(r":\d+$", frame) else basename(frame)
+    if frame.startswith("Cell In["):  # a notebook cell: its number, not the line within it
+        file = frame.split(",", 1)[0]
+    else:
+        file = basename(frame.rsplit(":", 1)[0]) if re.search(r":\d+$", frame) else basename(frame)
     function = facts.get("user_function") or ""
     return f"{file}:{function}" if function else file
 

@@ -46,6 +46,9 @@ class Match(BaseModel):
     # What rerunning does when this match is the evidence, where it differs from the rule's own `retry`
     # (a GPU "busy or unavailable" is the node's state; an "invalid device ordinal" is the job's config).
     retry: Retry | None = None
+    # The cause's title when this match is the evidence, where the rule's own is too broad (CUDA that cannot
+    # start because the installed PyTorch is a CPU-only build, under the rule for a missing driver).
+    title: str | None = Field(None, min_length=3)
     # Evidence that names the cause only when nothing else in the log does: a bare exit status (`Killed`,
     # torchrun's `exitcode: -6`) is how a job ended, and any other cause found explains it. An incident
     # whose every record is such evidence folds under any other named cause.

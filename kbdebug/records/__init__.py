@@ -17,7 +17,7 @@ from typing import Annotated, Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbdebug.facts import Facts
-from kbdebug.frames import basename, is_library_path
+from kbdebug.frames import basename, is_library_path, location
 from kbdebug.records.base import Record, Triple
 from kbdebug.records.distributed import ElasticFailure, NcclEvent
 from kbdebug.records.job import JobEvent, ProcessExit
@@ -178,7 +178,7 @@ class PyException(Record):
             f["error_type"] = self.exc_type
         user = self.user_frame
         if user is not None:
-            f["innermost_user_frame"] = f"{user.file}:{user.line}"
+            f["innermost_user_frame"] = location(user.file, user.line)
             if user.code:
                 f["user_code"] = user.code
             if user.function:
@@ -187,6 +187,8 @@ class PyException(Record):
             f["raised_at"] = f"{self.frames[-1].file}:{self.frames[-1].line}"
             if self.frames[-1].code:
                 f["raised_code"] = self.frames[-1].code
+            if self.frames[-1].function and not self.frames[-1].function.startswith("<"):
+                f["raised_function"] = self.frames[-1].function
         shapes = self.shapes or self.pair_shapes
         if len(shapes) >= 2:
             f["shapes"] = shapes

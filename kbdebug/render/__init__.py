@@ -14,7 +14,8 @@ from kbdebug._resources import output_formats
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.render import markup
-from kbdebug.render.evidence import evidence, split_highlight
+from kbdebug.render.evidence import evidence as evidence_blocks
+from kbdebug.render.evidence import split_highlight
 from kbdebug.render.tensors import tensor_rows
 from kbdebug.render.words import consequence_summary, incident_json, retry_line
 from kbdebug.templating import bytecode_cache, code_span
@@ -73,8 +74,21 @@ def dumps(obj: Any, indent: int | None = None) -> str:
     return json.dumps(obj, indent=indent, ensure_ascii=False)
 
 
-def render(diags: Sequence[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100, part: str = "all") -> str:
+def render(
+    diags: Sequence[Diagnosis],
+    fmt: str = "text",
+    color: bool = False,
+    width: int = 100,
+    part: str = "all",
+    facts: bool = False,
+    evidence: bool = True,
+) -> str:
     """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY).
+
+    The text format shows the cause, what it means, the fix and the evidence; the table of every fact read
+    (templates, shape relations: the reasoning's inputs) only with `facts=True` (`--facts`). Markdown, HTML
+    and JSON always carry them: a pasted issue or a tool reads them there. `evidence=False` leaves the log lines
+    out of the text, for an excepthook that printed the traceback just above.
 
     `part` ("head", "body", "foot"; HTML only) lets many logs stream into one document: the head once,
     each log's sections as they are ready, the summary, then the foot."""
@@ -88,7 +102,7 @@ def render(diags: Sequence[Diagnosis], fmt: str = "text", color: bool = False, w
         sections=SECTIONS,
         s=style,
         fact_rows=fact_rows,
-        evidence=evidence,
+        evidence=evidence_blocks,
         split=split_highlight,
         tensor_rows=tensor_rows,
         retry_line=retry_line,
@@ -100,6 +114,8 @@ def render(diags: Sequence[Diagnosis], fmt: str = "text", color: bool = False, w
         part=part,
         dumps=dumps,
         json_object=json_object,
+        show_facts=facts,
+        show_evidence=evidence,
     )
 
 

@@ -141,7 +141,38 @@ def evidence(inc: Incident, lines: dict[int, str]) -> list[list[EvidenceLine]]:
         _, _, row = min(candidates, key=lambda c: (c[0], c[1]))
         row.decisive = True
         row.highlight = _highlight(row.text, inc.facts)
-    return blocks
+    return _once(blocks)
+
+
+def _once(blocks: list[list[EvidenceLine]]) -> list[list[EvidenceLine]]:
+    """Each log line shown once: records that share lines (a message and the traceback that holds it, a
+    preemption's lines around each other's) give blocks that overlap; a line already shown is dropped (its
+    decisive mark moves to the copy kept), and blocks that then touch are joined."""
+    kept: dict[int, EvidenceLine] = {}
+    out: list[list[EvidenceLine]] = []
+    for block in blocks:
+        rows: list[EvidenceLine] = []
+        for row in block:
+            if row.no is None:
+                if rows and rows[-1].no is not None:  # a note about the lines after a row kept here
+                    rows.append(row)
+                continue
+            first = kept.get(row.no)
+            if first is None:
+                kept[row.no] = row
+                rows.append(row)
+            elif row.decisive:
+                first.decisive, first.highlight = True, row.highlight
+        while rows and rows[-1].no is None and len(rows) == 1:
+            rows.pop()
+        if not rows:
+            continue
+        last = next((r.no for r in reversed(out[-1]) if r.no is not None), None) if out else None
+        if last is not None and rows[0].no is not None and rows[0].no <= last + 1 and out[-1][-1].no is not None:
+            out[-1].extend(rows)
+        else:
+            out.append(rows)
+    return out
 
 
 def split_highlight(row: EvidenceLine) -> tuple[str, str, str]:

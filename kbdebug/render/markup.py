@@ -89,9 +89,13 @@ def to_terminal(text: str, width: int = 100) -> str:
     """The guide styled by rich (code, bold, lists) for a TTY; ANSI codes included."""
     from rich.console import Console
     from rich.markdown import Markdown
+    from rich.theme import Theme
 
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=True, width=width, color_system="standard", highlight=False)
+    # rich's default paints code spans bold cyan on black: a black box on a light terminal. Code keeps the
+    # terminal's own background, so it reads on any.
+    theme = Theme({"markdown.code": "bold cyan", "markdown.code_block": "cyan"})
+    console = Console(file=buf, force_terminal=True, width=width, color_system="standard", highlight=False, theme=theme)
     console.print(Markdown(text or "", code_theme="ansi_dark", hyperlinks=False), end="")
     return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").split("\n"))
 

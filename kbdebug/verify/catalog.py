@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kbdebug.shapes import channels_last
 from kbdebug.verify.checks import (
     check_bce_inputs,
     check_class_targets,
@@ -22,6 +23,7 @@ from kbdebug.verify.environment import check_build, check_oom_context, largest_t
 from kbdebug.verify.guard_mode import guard
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.stages import Audit, audit, describe, print_describe, stats
+from kbdebug.verify.summaries import classes_first
 
 # Names users pass their tensors under, per role (the first one found wins).
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -60,9 +62,49 @@ def _pick(tensors: dict[str, Any], role: str, facts: dict[str, Any] | None = Non
 _BCE = re.compile(r"(?i)binary_cross_entropy|\bBCE(?:WithLogits)?Loss\b|\bbce\b")
 
 
+# Messages only binary cross-entropy prints: its same-shape check and its [0, 1] range check.
+_BCE_TEMPLATES = frozenset({"target_size", "bce_range"})
+
+
 def _is_bce(facts: dict[str, Any]) -> bool:
-    text = " ".join(str(facts.get(k) or "") for k in ("user_code", "raised_code", "error_message", "op"))
+    """The op that failed is binary cross-entropy: its own message, the function that raised, or the line."""
+    if facts.get("message_template") in _BCE_TEMPLATES:
+        return True
+    text = " ".join(str(facts.get(k) or "") for k in ("user_code", "raised_code", "raised_function", "error_message", "op"))
     return bool(_BCE.search(text))
+
+
+def _converted_on_line(facts: dict[str, Any], name: str | None) -> str | None:
+    """`masks.float()` on the failing line: the captured `masks` is not the dtype the op got."""
+    if not name:
+        return None
+    m = re.search(
+        rf"\b{re.escape(name)}\s*\.\s*(?:float|double|half|bfloat16|long|int|to|type)\([^()]*\)", str(facts.get("user_code") or "")
+    )
+    return m.group(0) if m else None
+
+
+def _index_to_bce_fix(facts: dict[str, Any], label: Any, pred: Any, squeeze: str = "") -> str:
+    """Class indices `[B, ...]` (or `[B, 1, ...]`: `squeeze=".squeeze(1)"`) against `[B, C, ...]` scores:
+    cross-entropy takes them, BCE their one-hot, its classes at dim 1 like the scores."""
+    name, pname = facts.get("label_name") or "target", facts.get("pred_name") or "logits"
+    rank, classes = pred.dim(), pred.shape[1]
+    perm = classes_first(rank)
+    return (
+        f"the target holds class indices: nn.CrossEntropyLoss()({pname}, {name}{squeeze}.long()); to keep BCE, one-hot "
+        f"encode it with the classes at dim 1: F.one_hot({name}{squeeze}.long(), {classes}){perm}.float()"
+    )
+
+
+def _class_indices(label: Any, classes: int) -> bool:
+    """Whole numbers in [0, classes) that are not only 0/1 (a binary mask is a head's problem, not the label's)."""
+    import torch
+
+    t = label.detach()
+    if not t.numel() or (t.is_floating_point() and not torch.equal(t, t.round())):
+        return False
+    lo, hi = torch.stack([t.min(), t.max()]).double().tolist()
+    return lo >= 0 and 1 < hi < classes
 
 
 def _needs(name: str, *roles: str) -> CheckResult:
@@ -113,6 +155,23 @@ def _run_segmentation(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
         return _needs("segmentation_layout", "target", "logits")
     if _is_bce(facts):  # BCE compares element-wise: any layout but the input's own shape is the crash itself
         ok = tuple(label.shape) == tuple(pred.shape)
+        index = label.dim() + 1 == pred.dim() and pred.dim() >= 2 and pred.shape[1] > 1 and label.shape == pred.shape[:1] + pred.shape[2:]
+        if ok:
+            fix = ""
+        elif index:
+            fix = _index_to_bce_fix(facts, label, pred)
+        elif (
+            label.dim() == pred.dim() >= 3
+            and label.shape[1] == 1
+            and label.shape[2:] == pred.shape[2:]
+            and _class_indices(label, pred.shape[1])
+        ):
+            fix = _index_to_bce_fix(facts, label, pred, squeeze=".squeeze(1)")
+        elif channels_last(list(label.shape), list(pred.shape)):
+            name = facts.get("label_name") or "target"
+            fix = f"the target has its classes last: {name} = {name}{classes_first(label.dim())} (a permute; a view would scramble it)"
+        else:
+            fix = "give the prediction one channel per target channel (out_channels), or the target the prediction's channels"
         return CheckResult(
             name="segmentation_layout",
             passed=ok,
@@ -120,18 +179,23 @@ def _run_segmentation(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
             finding="target and input have the same shape"
             if ok
             else f"binary cross-entropy needs the target in the input's shape: target {list(label.shape)}, input {list(pred.shape)}",
-            fix="" if ok else "give the prediction one channel per target channel (out_channels), or the target the prediction's channels",
+            fix=fix,
         )
     keys = ("num_classes", "to_onehot", "to_onehot_y", "softmax", "sigmoid", "include_background", "ignore_index")
     return check_segmentation(label, pred, **{k: t[k] for k in keys if k in t})
 
 
 def _run_probabilities(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    if _is_bce(facts) or facts.get("kernel_file", "").startswith("Loss"):
+        # binary cross-entropy's contract: its input (the failing line's prediction) and its target in [0, 1]
+        p = _pick(t, "logits", facts) if any(facts.get(k) in t for k in _ROLE_FACTS["logits"]) else _pick(t, "probs")
+        p = p if p is not None else _pick(t, "logits", facts)
+        if p is None:
+            return _needs("bce_inputs", "logits")
+        return check_bce_inputs(p, _pick(t, "target", facts))
     p = _pick(t, "probs")
     if p is None:
         return _needs("probabilities", "probs")
-    if facts.get("message_template") == "bce_range" or facts.get("kernel_file", "").startswith("Loss"):
-        return check_bce_inputs(p, _pick(t, "target"))
     return check_probabilities(p, kind=t.get("kind", "multinomial"))
 
 
@@ -163,6 +227,8 @@ def _run_target_dtype(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
     target = _pick(t, "target", facts)
     if target is None:
         return _needs("target_dtype", "target")
+    if "target" not in t and (conv := _converted_on_line(facts, facts.get("label_name") or facts.get("index_tensor"))):
+        return CheckResult(name="target_dtype", passed=None, finding=f"not run: the failing line passes {conv}, not the captured tensor")
     loss = t.get("loss", "binary_cross_entropy" if _is_bce(facts) else "cross_entropy")
     return check_target_dtype(target, loss=loss, input=_pick(t, "logits", facts))
 

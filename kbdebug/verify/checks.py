@@ -12,11 +12,12 @@ from typing import Any
 
 import torch
 
+from kbdebug.shapes import channels_last
 from kbdebug.values import dtype_name
 from kbdebug.verify.labels import check_class_targets, check_segmentation
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.stages import walk_tensors
-from kbdebug.verify.summaries import MAX_POSITIONS
+from kbdebug.verify.summaries import MAX_POSITIONS, classes_first
 from kbdebug.verify.summaries import describe_shape as _describe_shape
 from kbdebug.verify.summaries import num as _num
 from kbdebug.verify.summaries import offending as _offending
@@ -333,12 +334,19 @@ def check_shapes(*tensors: torch.Tensor, error_shapes: list[list[int]] | None = 
     hits = {path: list(t.shape) for path, t in _chain_iters(tensors, named) if list(t.shape) in error_shapes}
     values["in_error"] = hits
     if hits:
+        moved = [(k, v) for k, v in hits.items() if any(channels_last(v, other) for other in error_shapes)]
+        if moved:  # the same values in another order of dims: only a permute restores them
+            fix = "; ".join(
+                f"{k} has its channels last: {k} = {k}{classes_first(len(v))} (never a view: it would scramble)" for k, v in moved
+            )
+        else:
+            fix = f"fix the layout of {', '.join(hits)} (view/permute/squeeze) or the size of the layer it meets"
         return CheckResult(
             name="shapes",
             passed=False,
             values=values,
             finding="the error's shapes are " + "; ".join(f"{k} {v}" for k, v in hits.items()),
-            fix=f"fix the layout of {', '.join(hits)} (view/permute/squeeze) or the size of the layer it meets",
+            fix=fix,
         )
     return CheckResult(
         name="shapes",

@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
+from kbdebug.shapes import channels_last
 from kbdebug.values import dtype_name
 from kbdebug.verify.result import CheckResult
-from kbdebug.verify.summaries import MAX_POSITIONS, histogram, num, offending, positions
+from kbdebug.verify.summaries import MAX_POSITIONS, classes_first, histogram, num, offending, positions
 
 # Values datasets use to mean "no label here" (uint8 255, padding -1, int16/uint16 sentinels).
 IGNORE_LIKE = frozenset({255, -1, 250, 254, 65535, -100})
@@ -179,6 +180,8 @@ def _layout(label: torch.Tensor, pred: torch.Tensor, channels: int) -> str:
         return "index [B,1,...]"
     if label.dim() == pred.dim() - 1:
         return "index [B,...]"
+    if channels_last(list(label.shape), list(pred.shape)):
+        return "one-hot, classes last"
     return "unknown"
 
 
@@ -212,7 +215,16 @@ def check_segmentation(
         "label_dtype": dtype_name(label.dtype),
         "label_layout": layout,
     }
-    real = channels if layout == "one-hot" else None
+    real = channels if layout.startswith("one-hot") else None
+    if layout == "one-hot, classes last":
+        problems.append(
+            (
+                f"label {list(label.shape)} is one-hot with its classes last (channels-last, as F.one_hot gives it); "
+                f"the prediction {list(pred.shape)} has them at dim 1",
+                f"label = label{classes_first(label.dim())} (a permute: a view or reshape to {list(pred.shape)} would "
+                "scramble the classes across positions)",
+            )
+        )
     if layout == "unknown":
         problems.append(
             (
@@ -221,7 +233,7 @@ def check_segmentation(
             )
         )
     spatial_label = list(label.shape[1:]) if layout == "index [B,...]" else list(label.shape[2:])
-    if layout != "unknown" and spatial_label != list(pred.shape[2:]):
+    if layout not in ("unknown", "one-hot, classes last") and spatial_label != list(pred.shape[2:]):
         problems.append(
             (
                 f"spatial size differs: label {spatial_label} vs prediction {list(pred.shape[2:])}",

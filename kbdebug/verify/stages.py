@@ -118,10 +118,48 @@ class StageRecord(BaseModel):
     finished: bool = False
     finish_order: int | None = None
     error: str | None = None
+    # When its forward started and ended on one clock for all modules, and which module's forward called it:
+    # the NaN/inf's origin is read off that order (see Audit.nonfinite_origin).
+    started_at: int = 0
+    finished_at: int | None = None
+    parent: int | None = None
+    # where its class's forward is written, `model.py:12`, to name the function that made a value
+    forward_at: str | None = None
 
     @property
     def nonfinite(self) -> bool:
         return any(s.nan or s.inf for s in self.outputs)
+
+    @property
+    def nonfinite_input(self) -> bool:
+        return any(s.nan or s.inf for s in self.inputs)
+
+    @property
+    def label(self) -> str:
+        return f"{self.module} ({self.type})"
+
+
+class Origin(BaseModel):
+    """Where a NaN/inf first appeared: the output of a module whose inputs were finite (`by` that module),
+    or between modules, in the code of the forward that called the next one (`in_forward_of`, before
+    `before`), or already in the model's inputs (`in_inputs`)."""
+
+    by: StageRecord | None = None
+    in_forward_of: StageRecord | None = None
+    before: StageRecord | None = None
+    in_inputs: bool = False
+
+    def __str__(self) -> str:
+        if self.by is not None:
+            return f"first NaN/inf made by module {self.by.label}: its inputs were finite, its output is not"
+        if self.in_forward_of is not None and self.before is not None:
+            caller, callee = self.in_forward_of, self.before
+            where = f" ({caller.forward_at})" if caller.forward_at else ""
+            return (
+                f"first NaN/inf made in {caller.type}.forward{where} before it called {callee.label}: "
+                f"{callee.module}'s input already held NaN/inf (it only passed it on); look at the ops before it"
+            )
+        return "first NaN/inf already in the model's input: it came from the data or the code before the model"
 
 
 class Audit:
@@ -141,6 +179,7 @@ class Audit:
         self._handles: list[Any] = []
         self.failed: StageRecord | None = None
         self._finished = 0
+        self._clock = 0
         for name, mod in model.named_modules():
             if leaves_only and any(True for _ in mod.children()):
                 continue
@@ -155,6 +194,9 @@ class Audit:
                 module=name,
                 type=type(mod).__name__,
                 inputs=[stats(t, self.values) for _, t in walk_tensors(args, "in")],
+                started_at=self._tick(),
+                parent=self._stack[-1].index if self._stack else None,
+                forward_at=_forward_at(mod),
             )
             self._stack.append(rec)
             if len(self.records) < self.max_records:
@@ -178,6 +220,7 @@ class Audit:
                     raise
             rec.outputs = [stats(t, self.values) for _, t in walk_tensors(output, "out")]
             rec.finished = True
+            rec.finished_at = self._tick()
             rec.finish_order = self._finished
             self._finished += 1
 
@@ -188,11 +231,32 @@ class Audit:
         if self.failed is None:  # the innermost module fails first; outer ones only propagate
             self.failed = rec
 
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    @property
+    def nonfinite_origin(self) -> Origin | None:
+        """Where a NaN/inf first appeared, read off the modules' inputs and outputs in the order they happened:
+        the first non-finite value seen as an output was made by that module (its inputs were finite, or an
+        input would have been seen first); one first seen as an input was made between modules, by the code of
+        the forward that called it (`torch.log(x)` before `self.fc(x)`: fc only passed it on)."""
+        events = [(r.started_at, r, "in") for r in self.records if r.nonfinite_input]
+        events += [(r.finished_at or 0, r, "out") for r in self.records if r.finished and r.nonfinite]
+        if not events:
+            return None
+        _, rec, side = min(events, key=lambda e: e[0])
+        if side == "out":
+            return Origin(by=rec)
+        if rec.parent is None:
+            return Origin(in_inputs=True)
+        return Origin(in_forward_of=self.records[rec.parent], before=rec)
+
     @property
     def first_nonfinite(self) -> StageRecord | None:
-        """The module whose output first held NaN/inf (in finishing order: the innermost origin)."""
-        bad = [r for r in self.records if r.finished and r.nonfinite]
-        return min(bad, key=lambda r: r.finish_order or 0) if bad else None
+        """The module whose forward first made a NaN/inf (itself, or code in its forward between its children)."""
+        origin = self.nonfinite_origin
+        return None if origin is None else origin.by or origin.in_forward_of
 
     def report(self) -> str:
         rows = []
@@ -204,8 +268,8 @@ class Audit:
         if self.failed is not None:
             f = self.failed
             rows.append(f"first failing module: {f.module} ({f.type}): {f.error}; inputs {'; '.join(map(str, f.inputs))}")
-        elif (n := self.first_nonfinite) is not None:
-            rows.append(f"first module with NaN/inf output: {n.module} ({n.type})")
+        elif (origin := self.nonfinite_origin) is not None:
+            rows.append(str(origin))
         return "\n".join(rows)
 
     def remove(self) -> None:
@@ -221,6 +285,12 @@ class Audit:
         if ev is not None and self.failed is not None and hasattr(ev, "add_note"):
             f = self.failed
             ev.add_note(f"kbdebug.audit: failed in module {f.module!r} ({f.type}) with inputs " + ("; ".join(map(str, f.inputs)) or "none"))
+
+
+def _forward_at(mod: torch.nn.Module) -> str | None:
+    """`file.py:LINE` of the module class's own forward (None for torch's built-in modules' C-less forwards)."""
+    code = getattr(type(mod).forward, "__code__", None)
+    return f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}" if code is not None else None
 
 
 def audit(model: torch.nn.Module, *, sync: bool = False, values: bool = True, leaves_only: bool = False) -> Audit:

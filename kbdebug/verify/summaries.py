@@ -44,3 +44,9 @@ def offending(t: torch.Tensor, mask: torch.Tensor, limit: int = HISTOGRAM) -> tu
 
 def describe_shape(t: torch.Tensor) -> str:
     return f"[{', '.join(str(s) for s in t.shape)}] {str(t.dtype).replace('torch.', '')} on {t.device}"
+
+
+def classes_first(rank: int) -> str:
+    """The permute that moves a channels-last tensor's last dim to dim 1 (`.permute(0, 3, 1, 2)` for 4 dims).
+    The same call as the guides' `phrase.classes_first`: a permute, never a view, which would scramble."""
+    return f".permute(0, {rank - 1}{''.join(f', {d}' for d in range(1, rank - 1))})" if rank > 2 else ""
