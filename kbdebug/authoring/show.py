@@ -9,7 +9,7 @@ from typing import Any
 
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Rule
-from kbdebug.render import md_code, md_fence
+from kbdebug.render.environment import md_code, md_fence
 
 # Fields that say who the rule is or how it guides; every other field (match, indicators, relations,
 # consequence_of, whatever the model gains) is part of what it matches and is shown as is.

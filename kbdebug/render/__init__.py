@@ -3,58 +3,20 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from functools import cache
 from typing import Any
-
-import jinja2
 
 from kbdebug._resources import output_formats
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.render import markup
+from kbdebug.render.environment import _env
 from kbdebug.render.evidence import evidence as evidence_blocks
 from kbdebug.render.evidence import split_highlight
 from kbdebug.render.tensors import tensor_rows
 from kbdebug.render.words import consequence_summary, incident_json, retry_line
-from kbdebug.templating import bytecode_cache, code_span
 
 FORMATS = output_formats()  # a format is its templates: report.NAME.j2 and summary.NAME.j2 (kbdebug._resources)
-
-
-@cache
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("kbdebug", "render/templates"),
-        bytecode_cache=bytecode_cache(),
-        undefined=jinja2.ChainableUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["md_inline"] = _md_inline
-    env.filters["md_code"] = md_code
-    env.globals["md_fence"] = md_fence
-    return env
-
-
-def md_fence(rows: list[Any]) -> str:
-    """A code-block fence longer than any backtick run in the log lines it holds (at least ```)."""
-    runs = [len(run) for row in rows for run in re.findall(r"`+", str(getattr(row, "text", row)))]
-    return "`" * max(3, max(runs, default=0) + 1)
-
-
-def md_code(value: Any, table: bool = False) -> str:
-    """A log-derived value as a Markdown code span whose fence is longer than any backtick run inside it,
-    so `<details>`, `<img>` or backticks in a message show as text wherever the report is pasted."""
-    text = " ".join(str(value).split())
-    text = text.replace("|", "\\|") if table else text  # a table cell ends at a bare pipe, even in a code span
-    return code_span(text)
-
-
-def _md_inline(text: str) -> str:
-    return re.sub(r"`([^`]+)`", r"\1", text)
 
 
 # The version of the JSON contract (docs/json.md): raised when a key changes meaning or goes away,

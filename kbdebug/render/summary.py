@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from kbdebug.diagnoser.crashes import first_failure, group
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb.loader import KnowledgeBase
-from kbdebug.render import FORMATS, JSON_SCHEMA_VERSION, _env, dumps, markup, md_code
+from kbdebug.render import FORMATS, JSON_SCHEMA_VERSION, dumps, markup
+from kbdebug.render.environment import _env, md_code
 from kbdebug.term import PIPED_WIDTH
 
 EXAMPLES = 3

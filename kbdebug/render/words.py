@@ -4,26 +4,15 @@ the diagnosis they describe is plain data (kbdebug.diagnosis)."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
-
-import jinja2
 
 from kbdebug.diagnosis import Consequence, Incident
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
-from kbdebug.templating import bytecode_cache
+from kbdebug.render.environment import _env
 
 
-@cache
 def _words() -> Any:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("kbdebug", "render/templates"),
-        bytecode_cache=bytecode_cache(),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    return env.get_template("words.j2").module
+    return _env().get_template("words.j2").module
 
 
 def retry_line(retry: str | None) -> str:
