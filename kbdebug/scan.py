@@ -9,6 +9,7 @@ each hit. What comes out is a list of `Region`s, already normalised into `Line`s
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -29,6 +30,14 @@ MAX_REGION = 4 << 20
 HEAD_CAP = 12 << 20  # evidence kept from the start and the end of a pathological log
 TAIL_CAP = 12 << 20
 LONG_LINE = 1 << 20  # beyond this a "line" is a tqdm stream with only \r redraws: \r counts as a line end
+# A hit line met this many times before (its numbers aside) opens no region: a warning printed every step, a
+# retried error, a metric named `*_error` say nothing new after their first printings, and each region they
+# opened would drag BACK + FWD bytes of progress bars into the parse. Such a line still joins the region it
+# directly follows (a device assert flood is one line per thread), and it stays in the context of the
+# regions that other hits open (the crash at the end reads the warnings before it).
+REPEATS = 4
+MAX_KINDS = 1 << 14  # distinct hit lines counted; past this a new one always opens its region (memory stays bounded)
+_NUMBERS = re.compile(rb"\d+")
 # An input this small is read whole, as one region: a pasted message need not hold any needle
 # ("CUDA out of memory. Tried to allocate ..." without its exception type has none).
 WHOLE = 1 << 20
@@ -56,6 +65,9 @@ class Scanner:
         self.dropped_bytes = 0
         self.total_bytes = 0
         self._whole: list[bytes] | None = []  # everything fed, while it stays under WHOLE
+        self._seen: dict[bytes, int] = {}  # hit lines (numbers masked) -> how often met
+        self.repeats = 0  # hits that opened no region: their line was met REPEATS times before
+        self._flood_end = -1  # absolute end of the last hit line taken: a repeat right after it is part of its flood
 
     @cached_property
     def needles(self) -> tuple[bytes, ...]:
@@ -157,6 +169,9 @@ class Scanner:
             if le == -1:
                 le = buf.find(b"\r", i, i + LONG_LINE)
             le = min(len(buf), i + LONG_LINE) if le == -1 else le + 1
+            if self._repeated(buf[ls:le]) and not (self._open and base + ls == self._flood_end):
+                continue
+            self._flood_end = base + le
             start = max(base + ls - self.back, base, self._emitted_to)
             stop = base + le + self.fwd
             if self._open and start <= self._open[1] and stop - self._open[0] <= MAX_REGION:
@@ -166,6 +181,17 @@ class Scanner:
                 self._open[1] = min(self._open[1], base + ls)
                 self._emit(buf, base)
             self._open = [start, stop]
+
+    def _repeated(self, line: bytes) -> bool:
+        """Whether this hit line was met REPEATS times before (its numbers aside): then it opens no region."""
+        key = _NUMBERS.sub(b"0", line[:512])
+        seen = self._seen.get(key, 0)
+        if seen >= REPEATS:
+            self.repeats += 1
+            return True
+        if seen or len(self._seen) < MAX_KINDS:
+            self._seen[key] = seen + 1
+        return False
 
     def _emit(self, buf: bytes, base: int) -> None:
         assert self._open is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence, Set
 from functools import cache
 from typing import Any
@@ -149,11 +150,28 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     return rule, made
 
 
+# Where a record was printed, not what it says: two records that differ only here match the same rule.
+_POSITION = frozenset({"first_line", "last_line", "raw", "rank", "time"})
+
+
+def _best_rules(records: list[Record], kb: KnowledgeBase) -> list[tuple[Rule, Match] | None]:
+    """`best_rule` of each record, once per distinct content: a retry loop prints the same traceback
+    thousands of times, and matching one against every rule's indicators costs milliseconds."""
+    memo: dict[str, tuple[Rule, Match] | None] = {}
+    out: list[tuple[Rule, Match] | None] = []
+    for rec in records:
+        key = repr([type(rec), *(getattr(rec, name) for name in type(rec).model_fields if name not in _POSITION)])
+        if key not in memo:
+            memo[key] = best_rule(rec, kb)
+        out.append(memo[key])
+    return out
+
+
 def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-") -> Diagnosis:
     incidents: dict[str, Incident] = {}
     captures: dict[str, dict[str, str]] = {}
     strong: set[str] = set()  # incidents with evidence of their own, not only a weak match
-    found_all = [best_rule(rec, kb) for rec in records]
+    found_all = _best_rules(records, kb)
     templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
     for rec, found in zip(records, found_all, strict=True):
@@ -268,16 +286,16 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
     grammars (the exception carries the type and the frames, the library record the meaning); a
     broadcast message inside a loss is read as a template and, with the frames, as a label/logits clash.
     """
+    # the records by where they start, so each exception finds those on its own lines without reading them all
+    by_line = sorted((r.first_line, j) for j, r in enumerate(records) if r.kind != "exception")
+    starts = [no for no, _ in by_line]
     for i, rec in enumerate(records):
         if rec.kind != "exception" or (getattr(rec, "exc_type", "") or "").endswith("Warning"):
             continue  # a warning is not the error whose lines it shares
         own = _priority(*found[i]) if found[i] else -1  # type: ignore[misc]
         best: tuple[Rule, Match] | None = None
-        near = [
-            j
-            for j, other in enumerate(records)
-            if j != i and other.kind != "exception" and rec.first_line - 3 <= other.first_line <= rec.last_line
-        ]
+        lo, hi = bisect_left(starts, rec.first_line - 3), bisect_right(starts, rec.last_line)
+        near = sorted(j for _, j in by_line[lo:hi])
         for j in near:
             cand = found[j]
             if cand is not None and _priority(*cand) > own and (best is None or _priority(*cand) > _priority(*best)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import lark
@@ -79,12 +79,30 @@ def _is_lalr(text: str) -> bool:
     return (directive(text, "parser") or [""])[0] == "lalr"
 
 
+MEMO_LINES = 4096  # distinct lines whose readings are kept: a log repeats its warnings and retried errors
+MEMO_CHARS = 4096  # a longer line is parsed each time it is met: keeping it would cost more memory than it saves
+
+
 def parse(name: str, text: str) -> Tree | None:
-    """Parse one line; None when the line is not of this format (never raises)."""
+    """Parse one line; None when the line is not of this format (never raises).
+
+    A log prints the same lines over and over (a warning every step, a retried error's traceback), and a
+    parse costs a millisecond: each distinct line is parsed once per grammar, and its tree (which no reader
+    changes: they transform it into new values) is handed out again."""
+    text = text.strip()
+    if len(text) > MEMO_CHARS:
+        return _parse(name, text)
+    return _memo_parse(name, text)
+
+
+def _parse(name: str, text: str) -> Tree | None:
     try:
-        return parser(name).parse(text.strip())
+        return parser(name).parse(text)
     except (LarkError, RecursionError):
         return None
+
+
+_memo_parse = lru_cache(maxsize=MEMO_LINES)(_parse)
 
 
 def first_alt(tree: Tree) -> Tree:
