@@ -5,12 +5,13 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence, Set
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kbdebug.diagnosis import Consequence, Diagnosis, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
 from kbdebug.kb.patterns import Pattern, compile_pattern
+from kbdebug.phrases import may_hold
 from kbdebug.records import Record
 from kbdebug.stamps import Stamp, earliest
 
@@ -109,16 +110,42 @@ def _cut_phrase(lit: str, text: str) -> str:
     return ""
 
 
+class _Phrase(NamedTuple):
+    """An indicator as `indicator_score` reads it, its private attributes copied out once: reading them off
+    the model on every record was most of the cost of inferring a cause (a retry loop infers thousands)."""
+
+    pattern: str
+    weight: float
+    lead: str
+    required: frozenset[str] | None
+    folded: tuple[str, ...] | None  # the required texts lower-cased
+
+
+_PHRASES: dict[int, tuple[Rule, tuple[_Phrase, ...]]] = {}
+
+
+def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
+    kept = _PHRASES.get(id(rule))
+    if kept is None or kept[0] is not rule:
+        phrases = []
+        for ind in rule.indicators:
+            required = ind._required
+            folded = None if required is None else tuple(t.lower() for t in required)
+            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded))
+        kept = _PHRASES[id(rule)] = (rule, tuple(phrases))
+    return kept[1]
+
+
 def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
     their letters' case);
     a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
     lowered = text.lower()
-    for ind in rule.indicators:
-        m = _rx(ind.pattern).search(text) if ind.may_match(text) else None
-        if m is None and ind.may_match_folded(lowered):  # case lost or garbled in retyping: the phrase still speaks
-            m = _rx("(?i)" + ind.pattern).search(text)
+    for ind in _phrases(rule):
+        m = _rx(ind.pattern).search(text) if may_hold(ind.required, text) else None
+        if m is None and (ind.folded is None or any(t in lowered for t in ind.folded)):
+            m = _rx("(?i)" + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
