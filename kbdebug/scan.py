@@ -66,6 +66,7 @@ class Scanner:
         self.total_bytes = 0
         self._whole: list[bytes] | None = []  # everything fed, while it stays under WHOLE
         self._seen: dict[bytes, int] = {}  # hit lines (numbers masked) -> how often met
+        self._exact: set[bytes] = set()  # hit lines known to be repeats, as they were printed
         self.repeats = 0  # hits that opened no region: their line was met REPEATS times before
         self._flood_end = -1  # absolute end of the last hit line taken: a repeat right after it is part of its flood
 
@@ -158,11 +159,17 @@ class Scanner:
         lo = max(lo, 0)
         hits: list[int] = []
         finder = self._finder
-        m = finder.search(buf, lo, hi) if finder is not None else None
-        while m is not None:
-            hits.append(m.start())
-            nl = buf.find(b"\n", m.start(), hi)  # skip the rest of the line: one hit per line is enough
-            m = finder.search(buf, nl, hi) if nl != -1 else None
+        line_end = -1
+        # one pass over the chunk (a search call per line costs more than the search itself on a log where every
+        # step prints a warning); one hit per line is enough
+        for m in finder.finditer(buf, lo, hi) if finder is not None else ():
+            i = m.start()
+            if i < line_end:
+                continue
+            hits.append(i)
+            line_end = buf.find(b"\n", i, hi)
+            if line_end == -1:
+                break
         for i in hits:
             ls = _line_start(buf, i)
             le = buf.find(b"\n", i, i + LONG_LINE)
@@ -184,10 +191,16 @@ class Scanner:
 
     def _repeated(self, line: bytes) -> bool:
         """Whether this hit line was met REPEATS times before (its numbers aside): then it opens no region."""
-        key = _NUMBERS.sub(b"0", line[:512])
+        head = line[:512]
+        if head in self._exact:  # the same bytes again (a warning without a step number): nothing to mask
+            self.repeats += 1
+            return True
+        key = _NUMBERS.sub(b"0", head)
         seen = self._seen.get(key, 0)
         if seen >= REPEATS:
             self.repeats += 1
+            if len(self._exact) < MAX_KINDS // 4:
+                self._exact.add(head)
             return True
         if seen or len(self._seen) < MAX_KINDS:
             self._seen[key] = seen + 1
