@@ -14,7 +14,7 @@ import shutil
 import stat
 import subprocess
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any, BinaryIO
 
@@ -157,25 +157,26 @@ class Scanner:
     # -- internals -------------------------------------------------------------------------
     def _search(self, buf: bytes, base: int, lo: int, hi: int) -> None:
         lo = max(lo, 0)
-        hits: list[int] = []
-        finder = self._finder
+        hits: list[tuple[int, int]] = []  # (where a needle is, the end of its line or -1)
         line_end = -1
         # one pass over the chunk (a search call per line costs more than the search itself on a log where every
         # step prints a warning); one hit per line is enough
-        for m in finder.finditer(buf, lo, hi) if finder is not None else ():
-            i = m.start()
+        for i in self._starts(buf, lo, hi):
             if i < line_end:
                 continue
-            hits.append(i)
             line_end = buf.find(b"\n", i, hi)
+            hits.append((i, line_end))
             if line_end == -1:
                 break
-        for i in hits:
+        for i, nl in hits:
             ls = _line_start(buf, i)
-            le = buf.find(b"\n", i, i + LONG_LINE)
-            if le == -1:
-                le = buf.find(b"\r", i, i + LONG_LINE)
-            le = min(len(buf), i + LONG_LINE) if le == -1 else le + 1
+            if nl == -1 or nl - i >= LONG_LINE:
+                le = buf.find(b"\n", i, i + LONG_LINE)
+                if le == -1:
+                    le = buf.find(b"\r", i, i + LONG_LINE)
+                le = min(len(buf), i + LONG_LINE) if le == -1 else le + 1
+            else:
+                le = nl + 1
             if self._repeated(buf[ls:le]) and not (self._open and base + ls == self._flood_end):
                 continue
             self._flood_end = base + le
@@ -188,6 +189,25 @@ class Scanner:
                 self._open[1] = min(self._open[1], base + ls)
                 self._emit(buf, base)
             self._open = [start, stop]
+
+    def _starts(self, buf: bytes, lo: int, hi: int) -> Iterator[int]:
+        """Where a needle starts in buf[lo:hi], in order. With google-re2, straight from its compiled program:
+        the wrapper builds a match object per hit, as costly as the search on a log of warnings; any other
+        finder through its own `finditer`."""
+        finder = self._finder
+        if finder is None:
+            return
+        program: Any = getattr(finder, "_regexp", None)
+        anchor = getattr(getattr(program, "Anchor", None), "UNANCHORED", None)
+        if program is None or anchor is None:
+            yield from (m.start() for m in finder.finditer(buf, lo, hi))
+            return
+        while lo < hi:
+            start, end = program.Match(anchor, buf, lo, hi)[0]
+            if start < 0:
+                return
+            yield start
+            lo = max(end, start + 1)
 
     def _repeated(self, line: bytes) -> bool:
         """Whether this hit line was met REPEATS times before (its numbers aside): then it opens no region."""
