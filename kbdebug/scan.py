@@ -294,6 +294,10 @@ def scan_stream(stream: BinaryIO, needles: Needles, chunk: int = CHUNK) -> list[
 # than Python; the bytes between hits are then skipped, not read.
 GREP_MIN = 32 << 20
 MAX_GREP_HITS = 500_000
+# Hits this dense (one per DENSE_BYTES on average, once DENSE_MIN are in) cover the file: a warning every step.
+# The scanner then reads it all anyway, and grep's output would cost more than it saves.
+DENSE_MIN = 10_000
+DENSE_BYTES = 4096
 
 
 def start_grep(path: str | os.PathLike[str], needles: Needles) -> subprocess.Popen[bytes] | None:
@@ -353,8 +357,8 @@ def collect_hits(proc: subprocess.Popen[bytes]) -> list[tuple[int, int]] | None:
             except ValueError:
                 proc.kill()
                 return None
-            if len(hits) > MAX_GREP_HITS:  # evidence everywhere: plain streaming is as fast
-                proc.kill()
+            if len(hits) > MAX_GREP_HITS or (len(hits) >= DENSE_MIN and hits[-1][1] < len(hits) * DENSE_BYTES):
+                proc.kill()  # evidence everywhere: plain streaming is as fast
                 return None
     finally:
         proc.stdout.close()
