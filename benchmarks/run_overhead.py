@@ -5,9 +5,15 @@ A job wrapper must cost its job nothing it can notice. Three figures per child:
 - wrapped: `kbdebug run -- CMD`; "added" is wrapped minus bare;
 - over the CLI: added minus `kbdebug --version`, the cost of starting kbdebug's Python CLI at all
   (interpreter, typer): what `run` itself adds, the part the wrapper's code decides.
-Children: `true` and `python -c pass` (a job that succeeds at once), one that prints 20 MB in 100-byte
-lines (the pumps' throughput; the output goes to /dev/null either way; `-u` is the child as kbdebug runs
-it, unbuffered), and one that fails (the diagnosis, paid only on failure). Runs are interleaved so a noisy
+- minimal: the same command under the smallest wrapper that does the same job (MINIMAL: pump both streams
+  to ours and to a log file, exit with the child's status), the floor `kbdebug run` is held to: on
+  `python -c pass` kbdebug should add at most 2x what it adds ("x minimal"), and a child printing 100k
+  lines should cost at most 1.15x its bare CPU ("x bare").
+Children: `true` and `python -c pass` (a job that succeeds at once), one that prints 100k lines of 100
+bytes (the pumps' throughput; the output goes to /dev/null either way; `-u` is the child as kbdebug runs
+it, unbuffered), one that works between its 100k lines like a training loop (~0.4 s of CPU: the child
+the 1.15x is about, where the wrapper's own start is not most of the total), and one that fails (the
+diagnosis, paid only on failure). Runs are interleaved so a noisy
 machine slows every command alike; the median is what a user meets, the minimum the least disturbed by a
 shared machine. Wall clock and CPU time (user + system, of kbdebug and its child) are both reported.
 `--against DIR` times the wrapped commands of another checkout (e.g. the main branch) in the same run.
@@ -21,19 +27,45 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KB = [sys.executable, "-m", "kbdebug"]
 PY = sys.executable
-PRINT_20MB = "import sys\nline = 'x' * 99 + '\\n'\nfor _ in range(200_000): sys.stdout.write(line)"
+PRINT_100K = "import sys\nline = 'x' * 99 + '\\n'\nfor _ in range(100_000): sys.stdout.write(line)"
+# a training loop's shape: work between lines, each line printed as it is made (~0.4 s of CPU bare)
+TRAIN_100K = (
+    "for i in range(100_000):\n"
+    "    loss = sum(j * j for j in range(40)) / (i + 1)\n"
+    "    print(f'step {i} loss={loss:.6f} lr=0.001 ' + 'x' * 50)"
+)
+MINIMAL = """
+import os, subprocess, sys, threading
+log = open(sys.argv[1], "wb", buffering=0)
+lock = threading.Lock()
+proc = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def pump(src, dest):
+    while data := os.read(src.fileno(), 1 << 16):
+        os.write(dest, data)
+        with lock:
+            log.write(data)
+threads = [threading.Thread(target=pump, args=(proc.stdout, 1)), threading.Thread(target=pump, args=(proc.stderr, 2))]
+for t in threads:
+    t.start()
+proc.wait()
+for t in threads:
+    t.join()
+sys.exit(proc.returncode)
+"""
 CHILDREN = {
     "true": ["true"],
     "python -c pass": [PY, "-c", "pass"],
-    "python printing 20 MB": [PY, "-c", PRINT_20MB],
+    "python printing 100k lines": [PY, "-c", PRINT_100K],
     # kbdebug run makes a Python child unbuffered (output is live): this bare figure is the pumps' own baseline
-    "python -u printing 20 MB": [PY, "-u", "-c", PRINT_20MB],
+    "python -u printing 100k lines": [PY, "-u", "-c", PRINT_100K],
+    "python -u training, 100k lines": [PY, "-u", "-c", TRAIN_100K],
     "python failing (diagnosed)": [PY, "-c", "raise SystemExit(3)"],
 }
 
@@ -62,19 +94,23 @@ def main() -> int:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kbdebug")], env=env, check=False)
     for e in (env, other or env):  # warm the caches
         subprocess.run([*KB, "run", "--", PY, "-c", "raise SystemExit(3)"], capture_output=True, env=e, cwd="/", check=False)
-    cases: dict[str, tuple[list[str], dict[str, str]]] = {"kbdebug --version (the CLI floor)": ([*KB, "--version"], env)}
-    for name, cmd in CHILDREN.items():
-        cases[name] = (cmd, env)
-        cases[f"kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], env)
-        if other is not None:
-            cases[f"{args.against}: kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], other)
-    times: dict[str, list[float]] = {name: [] for name in cases}
-    cpu: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(args.runs):
-        for name, (cmd, e) in cases.items():
-            wall, used = timed(cmd, e)
-            times[name].append(wall)
-            cpu[name].append(used)
+    with tempfile.TemporaryDirectory() as tmp:
+        minimal = [PY, "-c", MINIMAL, os.path.join(tmp, "minimal.log")]
+        cases: dict[str, tuple[list[str], dict[str, str]]] = {"kbdebug --version (the CLI floor)": ([*KB, "--version"], env)}
+        for name, cmd in CHILDREN.items():
+            cases[name] = (cmd, env)
+            # the minimal wrapper gets the child's environment as kbdebug makes it (unbuffered), so both copy alike
+            cases[f"minimal -- {name}"] = ([*minimal, *cmd], {**env, "PYTHONUNBUFFERED": "1"})
+            cases[f"kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], env)
+            if other is not None:
+                cases[f"{args.against}: kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], other)
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        cpu: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(args.runs):
+            for name, (cmd, e) in cases.items():
+                wall, used = timed(cmd, e)
+                times[name].append(wall)
+                cpu[name].append(used)
     for title, figures in (("wall clock", times), ("CPU time (user + system)", cpu)):
         print(f"== {title}")
         table(figures, args.against)
@@ -82,20 +118,31 @@ def main() -> int:
 
 
 def table(times: dict[str, list[float]], against: Path | None) -> None:
+    """Per child: the bare command, then each wrapper: what it adds, that over the CLI's own start, the
+    ratio of what it adds to what the minimal wrapper adds, and its total as a multiple of the bare child's."""
     med = {name: statistics.median(t) for name, t in times.items()}
     low = {name: min(t) for name, t in times.items()}
     cli = "kbdebug --version (the CLI floor)"
-    print(f"{'':44s} {'median':>8s} {'min':>8s} {'added (med/min)':>17s} {'over the CLI (med/min)':>24s}")
+    print(f"{'':44s} {'median':>8s} {'min':>8s} {'added (med/min)':>17s} {'over the CLI':>14s} {'x minimal':>10s} {'x bare':>7s}")
     print(f"{cli:44s} {med[cli] * 1000:6.0f}ms {low[cli] * 1000:6.0f}ms")
     for name in CHILDREN:
         print(f"{name:44s} {med[name] * 1000:6.0f}ms {low[name] * 1000:6.0f}ms")
-        for label, wrapped in (("", f"kbdebug run -- {name}"), (f"  {against}", f"{against}: kbdebug run -- {name}")):
+        floor = med[f"minimal -- {name}"] - med[name]
+        for label, wrapped in (
+            ("", f"minimal -- {name}"),
+            ("", f"kbdebug run -- {name}"),
+            (f"  {against}", f"{against}: kbdebug run -- {name}"),
+        ):
             if wrapped not in med:
                 continue
             added = f"{(med[wrapped] - med[name]) * 1000:+.0f}/{(low[wrapped] - low[name]) * 1000:+.0f} ms"
-            over = f"{(med[wrapped] - med[name] - med[cli]) * 1000:+.0f}/{(low[wrapped] - low[name] - low[cli]) * 1000:+.0f} ms"
-            title = f"kbdebug run -- {name}"[: 44 - len(label)] + label
-            print(f"{title:44s} {med[wrapped] * 1000:6.0f}ms {low[wrapped] * 1000:6.0f}ms {added:>17s} {over:>24s}")
+            over = f"{(med[wrapped] - med[name] - med[cli]) * 1000:+.0f} ms"
+            ratio = (med[wrapped] - med[name]) / floor if floor > 0 else float("nan")
+            bare = med[wrapped] / med[name] if med[name] > 0 else float("nan")
+            title = wrapped[: 44 - len(label)] + label
+            print(
+                f"{title:44s} {med[wrapped] * 1000:6.0f}ms {low[wrapped] * 1000:6.0f}ms {added:>17s} {over:>14s} {ratio:9.2f}x {bare:6.2f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -8,13 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from kbdebug._version import __version__
-from kbdebug.providers import provide
 
 _LAZY = {
     "diagnose": "kbdebug.api",
     "diagnose_text": "kbdebug.api",
     "explain": "kbdebug.api",
-    "Diagnosis": "kbdebug.diagnosis",
+    "Diagnosis": "kbdebug.api",
     "capture": "kbdebug.fdtee",
     "install": "kbdebug.hooks",
     "uninstall": "kbdebug.hooks",
@@ -37,24 +36,6 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
-
-
-def _render(*args: Any, **kwargs: Any) -> Any:
-    from kbdebug.render import render
-
-    return render(*args, **kwargs)
-
-
-def _run_checks(*args: Any, **kwargs: Any) -> Any:
-    from kbdebug.verify import run_checks
-
-    return run_checks(*args, **kwargs)
-
-
-# The result object's conveniences (`diag.render()`, `diag.verify()`) come from the layers above it: the
-# package's root wires them in (kbdebug.providers), imported only when called (the verifier needs torch).
-provide("render", _render)
-provide("run_checks", _run_checks)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kbdebug import diagnosis as core
 from kbdebug import live
 from kbdebug.diagnoser import pipeline
-from kbdebug.diagnosis import Diagnosis, Incident
+from kbdebug.diagnosis import Incident, LiveEvidence
+from kbdebug.facts import Facts
 from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
 from kbdebug.normalise import Region, iter_lines
@@ -26,7 +28,7 @@ def diagnose_regions(
     kb_dirs: list[Path] | None = None,
     *,
     origin: str = "log",
-    facts: dict[str, Any] | None = None,
+    facts: Facts | None = None,
     extra_records: Sequence[Record] = (),
 ) -> Diagnosis:
     """`origin` says where the text came from ("log", "run", "rerun"; see kbdebug.diagnoser.context), `facts`
@@ -36,7 +38,7 @@ def diagnose_regions(
     their `first_line` places them in the log's order."""
     lines = ((ln.no, ln.text) for ln in iter_lines(regions))
     records = [*parse_regions(regions), *extra_records]
-    return pipeline.diagnose(records, load_kb(kb_dirs), source, lines, origin=origin, facts=facts)
+    return _public(pipeline.diagnose(records, load_kb(kb_dirs), source, lines, origin=origin, caller=facts))
 
 
 def diagnose_text(text: str, *, source: str = "-", kb_dirs: list[Path] | None = None) -> Diagnosis:
@@ -73,14 +75,16 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
     text_lines = [(ln.no, ln.text) for ln in iter_lines(regions)]
     exception = live.read_exception(exc, first_line=max((no for no, _ in text_lines), default=0) + 1)
     records = [*parse_regions(regions), *exception.records]
-    return pipeline.diagnose(
-        records,
-        load_kb(kb_dirs),
-        f"<{live.type_name(type(exc))}>",
-        [*text_lines, *exception.lines],
-        origin="script",
-        facts=live.running_script(),
-        live=lambda diag: live.add_frame_facts(diag, exception, exc),
+    return _public(
+        pipeline.diagnose(
+            records,
+            load_kb(kb_dirs),
+            f"<{live.type_name(type(exc))}>",
+            [*text_lines, *exception.lines],
+            origin="script",
+            caller=live.running_script(),
+            live=exception.evidence,
+        )
     )
 
 
@@ -89,19 +93,48 @@ def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosi
     for e in live.chain_of(exc):
         rule = getattr(e, "kbdebug_rule", None)
         if rule:
-            facts = dict(getattr(e, "kbdebug_facts", {}) or {})
+            facts: Facts = dict(getattr(e, "kbdebug_facts", {}) or {})  # type: ignore[assignment]  # guard() says declared facts
             cpu = live.cpu_only_run()
             if cpu:  # guard() checked the arguments on the CPU: no kernel ran, nothing to rerun blocking
                 facts.setdefault("device", "cpu")
-            inc = Incident(rule=rule, title=rule, confidence=0.99, facts=facts, device_evidence=not cpu)
             kb = load_kb(kb_dirs)
             r = kb.get(rule)
-            if r is not None:
-                inc.title, inc.checks = r.title, list(r.checks)
-            diag = Diagnosis(source=f"<{live.type_name(type(e))}>", incidents=[inc])
-            live.add_frame_facts(diag, live.LiveException(), e)
-            return pipeline.complete(diag, kb, "script", live.running_script())
+            inc = Incident(
+                rule=rule, title=r.title if r else rule, confidence=0.99, checks=list(r.checks) if r else [], device_evidence=not cpu
+            )
+            evidence = LiveEvidence(outer=live.read_site(e, live.user_site(e)))
+            return _public(
+                pipeline.complete([inc], kb, f"<{live.type_name(type(e))}>", "script", live.running_script(), evidence, guard=facts)
+            )
     return None
+
+
+class Diagnosis(core.Diagnosis):
+    """A diagnosis, with its conveniences: `render()` in any format and `verify()` on the user's own tensors."""
+
+    def render(self, fmt: str = "text", color: bool = False) -> str:
+        """The diagnosis as "text", "markdown", "json" or "html" (kbdebug.render)."""
+        from kbdebug.render import render
+
+        return render([self], fmt, color=color)
+
+    def verify(self, **tensors: Any) -> Diagnosis:
+        """Run the checks each incident's rule names on the user's own tensors (needs torch).
+
+        Tensors and settings captured from the failing line by `diagnose(exc)` are used for the roles not
+        passed here, so `diag.verify()` alone checks what the failing call was given (kbdebug.verify.verify_diagnosis)."""
+        from kbdebug.verify import verify_diagnosis
+
+        verify_diagnosis(self, tensors)
+        return self
+
+
+def _public(diag: core.Diagnosis) -> Diagnosis:
+    """The pipeline's result as the public Diagnosis, with its conveniences."""
+    out = Diagnosis.model_construct(**{name: getattr(diag, name) for name in type(diag).model_fields})
+    if diag.inputs:
+        out.keep_inputs(diag.inputs)
+    return out
 
 
 __all__ = ["Diagnosis", "Scanner", "diagnose", "diagnose_regions", "diagnose_text", "explain", "user_frame"]

@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
-import gc
 import json
-import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from kbdebug._version import __version__
+from kbdebug.cli_explain import InputError, explain_logs, quiet_start, regions_for
 from kbdebug.cli_help import Typer
-from kbdebug.cli_options import Format, FormatOption, KbOption, ParseFormat, ReportOption, fail, kb_dirs, set_global_kb
-from kbdebug.cli_run import RUN_CONTEXT, run_cmd
+from kbdebug.cli_options import (
+    TEXT,
+    FormatOption,
+    KbOption,
+    ParseFormat,
+    ReportOption,
+    fail,
+    fast_command,
+    kb_dirs,
+    set_global_kb,
+)
+from kbdebug.cli_run import RUN_CONTEXT, typer_command
 from kbdebug.cli_serve import serve_cmd
-from kbdebug.cli_status import STDIN_NOTHING, exit_status
-from kbdebug.term import output_width, use_color
+from kbdebug.term import output_width
 
-if TYPE_CHECKING:  # the CLI imports the pipeline only inside commands: `--version` and `-h` stay fast
-    from kbdebug.diagnosis import Diagnosis
-
+# The CLI imports the pipeline only inside commands: `--version` and `-h` stay fast.
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = Typer(
@@ -52,199 +57,20 @@ def _main(
     set_global_kb(kb)  # `kbdebug --kb DIR explain` as well as `kbdebug explain --kb DIR`
 
 
-class InputError(Exception):
-    """A problem with the user's input: reported on one line, exit status 2."""
-
-
-def _read_stdin(passthrough: bool, to_stderr: bool = False):
-    """Stream stdin through the scanner, echoing each chunk as soon as it arrives: to stdout in front of a
-    text report, to stderr in front of a JSON, HTML or Markdown one (stdout is then exactly the report)."""
-    from kbdebug.parse.needles import needles
-    from kbdebug.scan import Scanner
-
-    scanner = Scanner(needles)
-    fd = sys.stdin.fileno()
-    out = (sys.stderr if to_stderr else sys.stdout).buffer
-    try:
-        while True:
-            data = os.read(fd, 1 << 16)
-            if not data:
-                break
-            if passthrough:
-                out.write(data)
-                out.flush()
-            scanner.feed(data)
-    except KeyboardInterrupt:
-        pass
-    if passthrough:
-        out.flush()
-    return scanner.close()
-
-
-def _regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = False):
-    from kbdebug.parse.needles import needles
-    from kbdebug.scan import scan_path
-
-    if path == "-":
-        return _read_stdin(passthrough, to_stderr)
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{path}: is a directory")
-    try:
-        return scan_path(p, needles, grep=grep)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 @app.command()
 def explain(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Log files, directories or globs, or - for standard input.")],
-    fmt: FormatOption = Format.text,
+    fmt: FormatOption = TEXT,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not pass standard input through.")] = False,
     kb: KbOption = None,
     report: ReportOption = None,
 ) -> None:
     """Diagnose crash logs. Exit status: 0 a named cause, 3 only the catch-all `other`, 1 nothing recognised, 2 usage/input
     error; passing a run through (`cmd 2>&1 | kbdebug explain -`, no -q) 0 and 1 trade places, so a crash fails CI."""
-    kb = kb_dirs(kb)
-    if files.count("-") > 1:
-        fail("standard input can be named only once")
-    if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
-        _explain_many(files, fmt, quiet, kb, report)
-    from kbdebug.parse.needles import needles
-    from kbdebug.scan import start_grep
-
-    greps = {path: start_grep(path, needles) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
-    from kbdebug.api import diagnose_regions
-    from kbdebug.kb import RuleFileError, load_kb
-    from kbdebug.render import render
-
-    _settle()
-
-    diags, logs = [], []
-    try:
-        for path in files:
-            regions = _regions_for(path, passthrough=not quiet, grep=greps.pop(path, None), to_stderr=fmt != Format.text)
-            diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
-            logs.append((path, regions))
-        base = load_kb(kb)
-    except (InputError, RuleFileError) as exc:
-        fail(str(exc))
-    passed_through = files == ["-"] and not quiet  # kbdebug is a filter in the run's pipeline (cli_status)
-    if files == ["-"] and not any(d.incidents for d in diags):
-        typer.echo(STDIN_NOTHING, err=True)
-        if passed_through and fmt == Format.text:  # the clean run's verdict is on stderr; stdout stays the run's output
-            raise typer.Exit(exit_status(diags, base, passed_through))
-    sys.stdout.write(render(diags, fmt.value, color=use_color(sys.stdout) and fmt == Format.text, width=output_width(sys.stdout)))
-    sys.stdout.flush()
-    if report:
-        _report(report, logs)
-    raise typer.Exit(exit_status(diags, base, passed_through))
+    raise typer.Exit(explain_logs(files, fmt, quiet, kb, report))  # kbdebug/cli_explain.py
 
 
-def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None) -> NoReturn:
-    """Many logs: each diagnosis as it is ready (JSON: one object per line; HTML: sections of one document),
-    then the crashes grouped by signature."""
-    from kbdebug.batch import expand, is_text_log
-    from kbdebug.kb import RuleFileError, load_kb
-    from kbdebug.render import json_line, render
-    from kbdebug.render.summary import render_summary
-
-    _settle()
-    named = set(files)
-    paths = expand(files)
-    for path in paths:
-        if path != "-" and not os.path.isfile(path):
-            fail(f"{path}: no such file" if not os.path.exists(path) else f"{path}: not a regular file")
-    binary = [p for p in paths if p != "-" and p not in named and not is_text_log(p)]
-    if binary:  # found in a directory or by a glob: a checkpoint or an image is not a log
-        shown = ", ".join(binary[:5]) + (f" and {len(binary) - 5} more" if len(binary) > 5 else "")
-        typer.echo(f"kbdebug: skipped {len(binary)} binary file{'s' * (len(binary) != 1)} (not a text log): {shown}", err=True)
-        paths = [p for p in paths if p not in binary]
-    if not paths:
-        fail("no log files found in " + ", ".join(files))
-    color, width = use_color(sys.stdout) and fmt == Format.text, output_width(sys.stdout)
-    diags = []
-    if fmt == Format.html:
-        sys.stdout.write(render([], "html", part="head"))
-    with _progress(len(paths)) as tick:
-        try:
-            for diag in _each(paths, quiet, kb, to_stderr=fmt != Format.text):
-                diags.append(diag)
-                tick(len(diags))
-                if fmt == Format.json:
-                    sys.stdout.write(json_line(diag))
-                else:
-                    sys.stdout.write(render([diag], fmt.value, color=color, width=width, part="body" if fmt == Format.html else "all"))
-                sys.stdout.flush()
-            base = load_kb(kb)
-        except (InputError, RuleFileError, OSError) as exc:
-            fail(str(exc))
-    sys.stdout.write(render_summary(diags, fmt.value, width=width, kb=base))
-    if fmt == Format.html:
-        sys.stdout.write(render([], "html", part="foot"))
-    sys.stdout.flush()
-    if report:
-        _report(report, [(path, None) for path in paths if path != "-"])
-    raise typer.Exit(exit_status(diags, base, passed_through=False))
-
-
-def _report(url: str, logs: list[tuple[str, Any]]) -> None:
-    """`--report URL`: each log to the crash service, after the local output (kbdebug/reporting.py)."""
-    from kbdebug.reporting import job_metadata, path_log, post
-
-    for path, regions in logs:
-        try:
-            log = path_log(path, regions)
-        except OSError as exc:
-            typer.echo(f"kbdebug: could not report {path}: {exc.strerror or exc}", err=True)
-            continue
-        post(url, log, {**job_metadata(rank=False), "source": path})
-
-
-def _each(paths: list[str], quiet: bool, kb: list[Path] | None, to_stderr: bool) -> Iterator[Diagnosis]:
-    from kbdebug.api import diagnose_regions
-    from kbdebug.batch import diagnose_files
-
-    if "-" in paths:  # standard input is read here, in order, with the files around it
-        for path in paths:
-            if path == "-":
-                yield diagnose_regions(_regions_for(path, passthrough=not quiet, to_stderr=to_stderr), source=path, kb_dirs=kb)
-            else:
-                yield from diagnose_files([path], kb)
-        return
-    yield from diagnose_files(paths, kb)
-
-
-class _progress:
-    """rich's progress bar on a terminal for long runs (stderr, so stdout stays the report); nothing otherwise."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.bar: Any = None
-        self.task: Any = None
-
-    def __enter__(self) -> Any:
-        if self.total >= 20 and sys.stderr.isatty():
-            from rich.progress import Progress
-
-            self.bar = Progress(transient=True, console=None)
-            self.bar.start()
-            self.task = self.bar.add_task("diagnosing", total=self.total)
-        return self.tick
-
-    def tick(self, done: int) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
-app.command("run", context_settings=RUN_CONTEXT)(run_cmd)  # kbdebug/cli_run.py
+app.command("run", context_settings=RUN_CONTEXT)(typer_command())  # kbdebug/cli_run.py
 app.command("serve")(serve_cmd)  # kbdebug/cli_serve.py (the crash service, extra kbdebug[server])
 
 
@@ -257,7 +83,7 @@ def parse_cmd(
     from kbdebug.parse import parse_regions
 
     try:
-        regions = _regions_for(file, passthrough=False)
+        regions = regions_for(file, passthrough=False)
     except InputError as exc:
         fail(str(exc))
     records = _without_unmatched_guesses(parse_regions(regions))
@@ -280,10 +106,8 @@ def _without_unmatched_guesses(records: list[Any]) -> list[Any]:
     from kbdebug.diagnoser.match import diagnose_records
     from kbdebug.kb import load_kb
 
-    diag = diagnose_records(list(records), load_kb(kb_dirs(None)), "-")
-    used = {id(rec) for inc in diag.incidents for rec in inc.records} | {
-        id(rec) for inc in diag.incidents for c in inc.consequences for rec in getattr(c, "records", [])
-    }
+    incidents = diagnose_records(list(records), load_kb(kb_dirs(None)))
+    used = {id(rec) for inc in incidents for rec in inc.records}
     return [r for r in records if r not in guesses or id(r) in used]
 
 
@@ -304,7 +128,7 @@ def rules_list(kb: KbOption = None) -> None:
 def rules_show(
     rule_id: Annotated[str, typer.Argument(metavar="RULE_ID", help="A rule id, as `kbdebug rules list` prints it.")],
     kb: KbOption = None,
-    fmt: FormatOption = Format.text,
+    fmt: FormatOption = TEXT,
 ) -> None:
     """Show what a rule matches, its examples, and its guide rendered on its first positive example."""
     from kbdebug.authoring.show import show_rule
@@ -341,16 +165,12 @@ def rules_lint(path: Annotated[Path, typer.Argument(metavar="PATH", help="A dire
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["run"]:  # a job wrapper's start must cost its job nothing: see cli_run.parse_run_args
-        from kbdebug.cli_run import fast_run
-
-        fast = fast_run(sys.argv[2:])
-        if fast is not None:
-            sys.exit(fast)
-    explaining = len(sys.argv) > 1 and sys.argv[1] == "explain"
-    if explaining:  # a short run: no collections while start-up builds long-lived objects (see _settle)
-        gc.disable()
-    if hasattr(signal, "SIGPIPE"):
+    fast = fast_command(sys.argv[1:])  # `run` and `explain` in their plain forms: without typer (cli_options)
+    if fast is not None:
+        sys.exit(fast)
+    if sys.argv[1:2] == ["explain"]:
+        quiet_start()
+    elif hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:  # typer 0.29 carries its own copy of click; older typers use click itself
         from typer._click import exceptions as errors
@@ -373,13 +193,6 @@ def main() -> None:
     except (KeyboardInterrupt, typer.Abort):
         sys.exit(130)
     sys.exit(status if isinstance(status, int) else 0)
-
-
-def _settle() -> None:
-    """After the imports: the models, parsers and templates built so far live until exit, so the collector
-    need never scan them again (`gc.freeze`); collections resume for what the diagnosis allocates."""
-    gc.freeze()
-    gc.enable()
 
 
 if __name__ == "__main__":

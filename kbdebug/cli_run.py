@@ -1,16 +1,21 @@
 """`kbdebug run -- CMD`: run a command, stream its output, diagnose it when it fails, re-run it blocking or,
-with `--retry N`, again while its cause says a rerun helps."""
+with `--retry N`, again while its cause says a rerun helps.
 
-from __future__ import annotations
+A job wrapper starts in a few milliseconds: `kbdebug run` is read by `parse_run_args` and run by `run_job`
+without typer (its import is 30 ms, typer 0.29 also imports pydantic to convert a command's parameters);
+typer reads `run` only for help and the forms `parse_run_args` leaves to it (`typer_command`).
+"""
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-from kbdebug.cli_options import Format, FormatOption, KbOption, ReportOption, fail, kb_dirs
+from kbdebug.cli_options import TEXT, Format, fail, kb_dirs, read_options
 from kbdebug.term import output_width, use_color
+
+if TYPE_CHECKING:
+    from kbdebug.facts import Facts
 
 # registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
 RUN_CONTEXT = {"allow_interspersed_args": False, "ignore_unknown_options": True}
@@ -30,33 +35,56 @@ FAST_OPTIONS = {
 }
 
 
-def run_cmd(
-    cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
-    rerun: Annotated[
-        bool | None,
-        typer.Option(
-            "--rerun/--no-rerun", help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY)."
-        ),
-    ] = None,
-    retry: Annotated[
-        int,
-        typer.Option(
-            "--retry",
-            metavar="N",
-            min=0,
-            help="Run the job again, up to N times, while its cause says a rerun helps (retry: yes; preemption, a lost GPU).",
-        ),
-    ] = 0,
-    sanitizer: Annotated[
-        str | None,
-        typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
-    ] = None,
-    save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
-    fmt: FormatOption = Format.text,
-    kb: KbOption = None,
-    report: ReportOption = None,
-) -> None:
-    """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
+def typer_command() -> Callable[..., None]:
+    """`run` as typer sees it (help, completion, the forms `parse_run_args` leaves to typer); built when the
+    full CLI is loaded, since it needs typer."""
+    import typer
+
+    from kbdebug.cli_options import FormatOption, KbOption, ReportOption
+
+    def run_cmd(
+        cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
+        rerun: Annotated[
+            bool | None,
+            typer.Option(
+                "--rerun/--no-rerun", help="Re-run once with CUDA_LAUNCH_BLOCKING=1 when the error was not localised (asks on a TTY)."
+            ),
+        ] = None,
+        retry: Annotated[
+            int,
+            typer.Option(
+                "--retry",
+                metavar="N",
+                min=0,
+                help="Run the job again, up to N times, while its cause says a rerun helps (retry: yes; preemption, a lost GPU).",
+            ),
+        ] = 0,
+        sanitizer: Annotated[
+            str | None,
+            typer.Option("--sanitizer", metavar="TOOL", help="Run under compute-sanitizer: memcheck, racecheck, initcheck or synccheck."),
+        ] = None,
+        save: Annotated[Path | None, typer.Option("--save", metavar="DIR", help="Keep the logs and diagnosis.json here.")] = None,
+        fmt: FormatOption = TEXT,
+        kb: KbOption = None,
+        report: ReportOption = None,
+    ) -> None:
+        """Run a command, stream its output, and diagnose it if it fails. Exit status: the command's."""
+        raise typer.Exit(run_job(cmd, rerun, retry, sanitizer, save, fmt, kb, report))
+
+    return run_cmd
+
+
+def run_job(
+    cmd: list[str],
+    rerun: bool | None = None,
+    retry: int = 0,
+    sanitizer: str | None = None,
+    save: Path | None = None,
+    fmt: Format = TEXT,
+    kb: list[Path] | None = None,
+    report: str | None = None,
+) -> int:
+    """Run the job (and again while `--retry` allows); the exit status, the command's."""
     kb = kb_dirs(kb)  # `kbdebug --kb DIR run ...` too
     from kbdebug.job_end import retry_decision
     from kbdebug.runner import shell_quote
@@ -70,12 +98,12 @@ def run_cmd(
     while True:
         status, diag, result = attempt.run()
         if status == 0 or retry == 0:
-            raise typer.Exit(status)
+            return status
         again, why = retry_decision(diag, result.interrupted, done, retry)
         sys.stderr.write(f"kbdebug: {why}\n")
         sys.stderr.flush()
         if not again:
-            raise typer.Exit(status)
+            return status
         done += 1
 
 
@@ -96,7 +124,7 @@ class _Attempt:
     ) -> None:
         self.cmd, self.source, self.rerun, self.sanitizer, self.save, self.fmt, self.kb = cmd, source, rerun, sanitizer, save, fmt, kb
         self.report = report
-        self.color, self.width = use_color(sys.stderr) and fmt == Format.text, output_width(sys.stderr)
+        self.color, self.width = use_color(sys.stderr) and fmt == "text", output_width(sys.stderr)
 
     def run(self) -> tuple[int, Any, Any]:
         """The attempt's exit status (the command's), its diagnosis (None when it succeeded) and its RunResult."""
@@ -113,8 +141,9 @@ class _Attempt:
             argv = sanitizer_command(self.sanitizer, cmd) if self.sanitizer else cmd
             first = run_once(argv, child_env(), save, "run1")
         except RunError as exc:
-            typer.echo(f"kbdebug: {exc}", err=True)
-            raise typer.Exit(exc.status) from None
+            sys.stderr.write(f"kbdebug: {exc}\n")
+            sys.stderr.flush()
+            raise SystemExit(exc.status) from None
         except OSError as exc:
             fail(f"cannot run {cmd[0]}: {exc.strerror or exc}")
         results: list[tuple[Any, Any]] = [(first, None)]
@@ -156,7 +185,14 @@ class _Attempt:
         if self.sanitizer or first.interrupted is not None or not needs_rerun(diag):
             return
         if self.rerun is None and stderr_is_interactive():
-            self.rerun = typer.confirm("kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True)
+            import typer
+
+            try:
+                self.rerun = typer.confirm(
+                    "kbdebug: re-run once with CUDA_LAUNCH_BLOCKING=1 to find the failing line?", default=True, err=True
+                )
+            except typer.Abort:  # Ctrl-C or end of input at the question
+                raise KeyboardInterrupt from None
         if self.rerun:
             out.write("\nkbdebug: re-running with " + " ".join(f"{k}={v}" for k, v in RERUN_ENV.items()) + "\n")
             out.flush()
@@ -202,58 +238,22 @@ def parse_run_args(args: list[str]) -> dict[str, Any] | None:
     """`run`'s arguments read without typer, or None when typer must read them (help, a usage error, a form
     this reader does not know). A job wrapper starts in a few milliseconds: typer 0.29 imports pydantic to
     convert any command's parameters, most of `kbdebug run -- true`'s time; `run`'s few options are read here."""
-    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": Format.text, "kb": None, "report": None}
-    i = 0
-    while i < len(args) and args[i].startswith("-") and args[i] != "--":
-        name, eq, value = args[i].partition("=")
-        option = FAST_OPTIONS.get(name)
-        if option is None:
-            return None
-        key, kind = option
-        if kind in ("true", "false"):
-            if eq:
-                return None
-            values[key] = kind == "true"
-            i += 1
-            continue
-        if not eq:
-            if i + 1 >= len(args):
-                return None
-            value = args[i + 1]
-            i += 1
-        i += 1
-        if kind == "count":
-            if not value.isdigit():
-                return None
-            values[key] = int(value)
-        elif kind == "format":
-            if value not in Format.__members__:
-                return None
-            values[key] = Format(value)
-        elif kind == "paths":
-            values[key] = [*(values[key] or []), Path(value)]
-        else:
-            values[key] = Path(value) if kind == "path" else value
-    cmd = args[i:]
-    if cmd[:1] == ["--"]:
-        cmd = cmd[1:]
+    values: dict[str, Any] = {"rerun": None, "retry": 0, "sanitizer": None, "save": None, "fmt": TEXT, "kb": None, "report": None}
+    cmd = read_options(args, FAST_OPTIONS, values, interspersed=False)
     if not cmd:
         return None
     return {"cmd": cmd, **values}
 
 
 def fast_run(args: list[str]) -> int | None:
-    """Run `kbdebug run ARGS` without typer's parameter machinery; its exit status, or None to hand ARGS to typer."""
+    """Run `kbdebug run ARGS` without typer; its exit status, or None to hand ARGS to typer."""
     values = parse_run_args(args)
     if values is None:
         return None
     try:
-        run_cmd(**values)
-    except typer.Exit as exc:
-        return exc.exit_code
-    except (KeyboardInterrupt, typer.Abort):
+        return run_job(**values)
+    except KeyboardInterrupt:
         return 130
-    return 0
 
 
 def _compare(first, second) -> str:
@@ -270,7 +270,7 @@ def _compare(first, second) -> str:
     return f"kbdebug: first run: {where(first)}\nkbdebug: with CUDA_LAUNCH_BLOCKING=1: {where(second)}"
 
 
-def _run_facts(cmd: list[str]) -> dict[str, Any]:
+def _run_facts(cmd: list[str]) -> "Facts":
     """What `kbdebug run` knows for the commands it suggests: the script and arguments after `python`."""
     import shlex
 

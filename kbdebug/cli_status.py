@@ -19,6 +19,7 @@ input as a saved log, with the first table's statuses.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 NAMED, NOTHING, USAGE, CATCH_ALL = 0, 1, 2, 3
 
 
-def found(diags: list[Diagnosis], kb: KnowledgeBase) -> int:
+def found(diags: Sequence[Diagnosis], kb: KnowledgeBase) -> int:
     """NAMED, CATCH_ALL or NOTHING: the best any of the logs reached."""
     roots = [d.root for d in diags if d.root is not None]
     if not roots:
@@ -36,7 +37,7 @@ def found(diags: list[Diagnosis], kb: KnowledgeBase) -> int:
     return CATCH_ALL if all(kb.tagged(r.rule, "fallback") for r in roots) else NAMED
 
 
-def exit_status(diags: list[Diagnosis], kb: KnowledgeBase, passed_through: bool) -> int:
+def exit_status(diags: Sequence[Diagnosis], kb: KnowledgeBase, passed_through: bool) -> int:
     status = found(diags, kb)
     if passed_through and status in (NAMED, NOTHING):
         return NOTHING if status == NAMED else NAMED  # a crash fails the pipeline, a clean run passes it

@@ -1,27 +1,36 @@
-"""The result of a diagnosis: incidents ordered root cause first, as in rule-ids.md's JSON."""
+"""The result of a diagnosis: incidents ordered root cause first, as in rule-ids.md's JSON.
+
+Plain data, made by the diagnose stage and presented by the renderers above it: no words are made here
+(kbdebug.render says them), and the conveniences `diag.render()` / `diag.verify()` belong to the public
+result (`kbdebug.api.Diagnosis`), which sits above the renderer and the verifier.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, PrivateAttr
 
-from kbdebug.providers import provided
+from kbdebug.facts import Facts
 from kbdebug.records import Record
 
 if TYPE_CHECKING:
     RecordList = list[Record]
+    FactsField = Facts
 else:
     RecordList = list[Any]
+    # mypy checks each fact's name and type (kbdebug.facts.Facts); pydantic keeps the dict as produced, so a
+    # report dumps exactly what was said (tests/test_facts_typed.py validates it against the declaration)
+    FactsField = dict[str, Any]
 
 
 class Consequence(BaseModel):
     rule: str
     title: str
     first_line: int
-    summary: str
     ranks: list[int] = []  # the ranks it was read on (other ranks' timeouts waiting on the failed one)
-    facts: dict[str, Any] = {}  # its own facts: they never become the root's when read on other ranks
+    facts: FactsField = {}  # its own facts: they never become the root's when read on other ranks
 
 
 class FirstFailure(BaseModel):
@@ -48,14 +57,13 @@ class Incident(BaseModel):
     # The crash's identity across runs, ranks and pastes (kbdebug/signature.py says how it is built).
     signature: str = ""
     signature_key: str = ""
-    facts: dict[str, Any] = {}
+    facts: FactsField = {}
     # Each record dumps as its own kind. Pydantic sees `Any` (records are appended, never validated
     # here, and a value in an `Any` field dumps by its own class), so that an incident builds the
     # schema of no record kind, nor SerializeAsAny's wrapper (a tenth of importing kbdebug).
     records: RecordList = []
     checks: list[str] = []
     commands: list[str] = []
-    fix: str = ""
     # What rerunning does (rule-ids.md: no, smaller, yes, after-install), set on a root incident's guide
     retry: str | None = None
     guide: dict[str, str] = {}
@@ -88,34 +96,34 @@ class Diagnosis(BaseModel):
     def root(self) -> Incident | None:
         return self.incidents[0] if self.incidents else None
 
-    def render(self, fmt: str = "text", color: bool = False) -> str:
-        """The diagnosis as "text", "markdown", "json" or "html" (kbdebug.render)."""
-        return str(provided("render")([self], fmt, color=color))
+    @property
+    def inputs(self) -> dict[str, Any]:
+        """The failing line's tensors and settings `diagnose(exc)` kept for `verify()`."""
+        return dict(self._inputs or {})
 
-    def to_json(self) -> dict[str, Any]:
-        hidden = {"first_line", "device_evidence", "references"}
-        return self.model_dump(mode="json", exclude={"lines": True, "incidents": {"__all__": hidden}})
 
-    def verify(self, **tensors: Any) -> Diagnosis:
-        """Run the checks each incident's rule names on the user's own tensors (needs torch).
+@dataclass
+class LiveSite:
+    """What one exception of a live chain says beyond its printed text, read once from its objects: the live
+    facts (the error as raised, the user's innermost frame, its line, its tensors and modules) and the failing
+    line's inputs for `verify()`. Plain data: the stages below read it, never the exception."""
 
-        Tensors and settings captured from the failing line by `diagnose(exc)` are used for the
-        roles not passed here, so `diag.verify()` alone checks what the failing call was given.
-        A failing check is evidence for the diagnosis (confidence goes up); checks that all ran
-        and passed are evidence against it (confidence goes down, and a note says so).
-        """
-        run_checks = provided("run_checks")
-        given = {**(self._inputs or {}), **tensors}
-        for inc in self.incidents:
-            results = run_checks(inc.checks, inc.facts, given)
-            inc.verification = [r.model_dump(mode="json") for r in results]
-            ran = [r for r in results if r.passed is not None]
-            if any(r.passed is False for r in ran):
-                inc.confidence = max(inc.confidence, 0.99)
-            elif ran and len(ran) == len(results) and inc.device_evidence:
-                # a kernel assertion (or guard()) proved the cause: a clean batch shows only where it is not
-                self.notes.append(f"{inc.rule}: every check passed on the given tensors: the bad values are in another batch")
-            elif ran and len(ran) == len(results):
-                inc.confidence = round(inc.confidence * 0.5, 2)
-                self.notes.append(f"{inc.rule}: every check passed on the given tensors; the cause may be in other inputs")
-        return self
+    facts: Facts = field(default_factory=lambda: Facts())
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LiveEvidence:
+    """What a live exception chain says, by the id of the exception record that stands for each exception
+    (`sites`), and the outermost exception's (`outer`) for an incident whose evidence is only log text."""
+
+    sites: dict[int, LiveSite] = field(default_factory=dict)
+    outer: LiveSite = field(default_factory=LiveSite)
+
+    def site_of(self, records: list[Record]) -> LiveSite:
+        """What the last live exception record among `records` stands for, else the outermost exception."""
+        for rec in reversed(records):
+            site = self.sites.get(id(rec))
+            if site is not None:
+                return site
+        return self.outer

@@ -7,6 +7,7 @@ all draw the user/library line in the same place.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -71,3 +72,12 @@ def user_frame(tb: TracebackType | None) -> FrameType | None:
             found = tb.tb_frame
         tb = tb.tb_next
     return found
+
+
+def frame_needle(facts: Mapping[str, object]) -> str:
+    """How the innermost user frame appears in a traceback: `"PATH", line N`."""
+    frame = facts.get("innermost_user_frame")
+    if not isinstance(frame, str) or ":" not in frame:
+        return ""
+    path, _, line = frame.rpartition(":")
+    return f'"{path}", line {line}' if line.isdigit() else ""

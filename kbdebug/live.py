@@ -22,7 +22,8 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from kbdebug.diagnoser.context import LABEL_NAME, call_settings, launch_command
-from kbdebug.diagnosis import Diagnosis
+from kbdebug.diagnosis import LiveEvidence, LiveSite
+from kbdebug.facts import Facts, InplaceWrite, ModuleCounts, TensorInfo
 from kbdebug.frames import user_frame
 from kbdebug.normalise import Line
 from kbdebug.parse import parse_lines
@@ -36,20 +37,12 @@ MAX_TENSORS = 8  # tensors of the failing line described, at most
 
 @dataclass
 class LiveException:
-    """The records of a live exception chain, the lines Python prints for it, and which exception each
-    exception record stands for."""
+    """The records of a live exception chain, the lines Python prints for it, and what each of its exceptions
+    says beyond its text (`evidence`): read once, then handed down as plain data."""
 
     records: list[Record] = field(default_factory=list)
     lines: list[tuple[int, str]] = field(default_factory=list)
-    sources: dict[int, BaseException] = field(default_factory=dict)  # id(PyException record) -> exception
-
-    def source_of(self, records: list[Record]) -> BaseException | None:
-        """The exception the last live exception record among `records` stands for."""
-        for rec in reversed(records):
-            exc = self.sources.get(id(rec))
-            if exc is not None:
-                return exc
-        return None
+    evidence: LiveEvidence = field(default_factory=LiveEvidence)
 
 
 def chain_of(exc: BaseException) -> list[BaseException]:
@@ -72,7 +65,10 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
     """The chain's records, innermost first as Python prints them, numbered from `first_line`."""
     live = LiveException()
     printed: list[str] = []
-    chain = list(reversed(chain_of(exc)))
+    outermost = chain_of(exc)
+    chain = list(reversed(outermost))
+    found = {id(e): _site(e) for e in chain}  # each exception's own user frame, read once
+    fallback = next((own for e in outermost if (own := found[id(e)]) is not None), None)
     for i, e in enumerate(chain):
         relation = None
         if i:
@@ -98,51 +94,60 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
             chained=relation,  # type: ignore[arg-type]
             has_header=bool(frames),
         )
-        _add_frame_shapes(rec, e)
         msg_lines = [Line(end - len(only) + 1 + k, text) for k, text in enumerate(only)]
-        live.records += [r for r in parse_lines(msg_lines, frames) if not isinstance(r, PyException)]
+        said = [r for r in parse_lines(msg_lines, frames) if not isinstance(r, PyException)]
+        shape = next((r.facts().get("tensor_shape") for r in said if "tensor_shape" in r.facts()), None)
+        site = read_site(e, found[id(e)] or fallback, shape)
+        if found[id(e)] is not None:  # its own failing line, not one borrowed from the chain
+            _add_frame_shapes(rec, site)
+        live.records += said
         live.records.append(rec)
-        live.sources[id(rec)] = e
+        live.evidence.sites[id(rec)] = site
     live.lines = [(first_line + k, text) for k, text in enumerate(printed)]
+    live.evidence.outer = live.evidence.sites[id(live.records[-1])] if chain else LiveSite()
     return live
 
 
-def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) -> None:
-    """Each incident's facts from the live exception it stands for (the outermost one when its evidence is
-    only log text): the error as raised, the user's innermost frame, its source line and its tensors."""
-    chain = chain_of(exc)
-    for inc in diag.incidents:
-        source = live.source_of(inc.records) or exc
-        inc.facts["error_type"] = type_name(type(source))
-        text = str(source).strip()
-        if text:
-            inc.facts["error_message"] = text.splitlines()[0].strip()
-        found = _user_site(source, chain)
-        if found is None:
-            continue
-        frame, line, code = found
-        inc.facts["innermost_user_frame"] = f"{frame.f_code.co_filename}:{line}"
-        inc.facts["user_function"] = frame.f_code.co_name
-        if code:
-            inc.facts["user_code"] = code
-        tensors = frame_tensors(frame, code)
-        if tensors:
-            inc.facts["frame_tensors"] = tensors
-        modules = _frame_modules(frame)
-        if modules:
-            inc.facts["frame_modules"] = modules
-        shape = inc.facts.get("tensor_shape")
-        if isinstance(shape, list):  # a tensor saved for backward was written in place: where, in this function
-            writes = _inplace_writes(frame, line, shape)
-            if writes:
-                inc.facts["inplace_candidates"] = writes
-            layers = _inplace_layers(frame)
-            if layers:
-                inc.facts["inplace_layers"] = layers
-        diag.keep_inputs(frame_inputs(frame, code))
+def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, saved_shape: list[int] | None = None) -> LiveSite:
+    """The live facts of one exception: the error as raised, the user's innermost frame (`found`: its own, else
+    the chain's), its source line, its tensors and modules; `saved_shape`, the shape of a tensor saved for
+    backward that was written in place (its message says), asks where in that function it was written."""
+    facts: Facts = {"error_type": type_name(type(exc))}
+    text = _text_of(exc)
+    if text:
+        facts["error_message"] = text.splitlines()[0].strip()
+    if found is None:
+        return LiveSite(facts)
+    frame, line, code = found
+    facts["innermost_user_frame"] = f"{frame.f_code.co_filename}:{line}"
+    facts["user_function"] = frame.f_code.co_name
+    if code:
+        facts["user_code"] = code
+    tensors = frame_tensors(frame, code)
+    if tensors:
+        facts["frame_tensors"] = tensors
+    modules = _frame_modules(frame)
+    if modules:
+        facts["frame_modules"] = modules
+    if saved_shape is not None:  # a tensor saved for backward was written in place: where, in this function
+        writes = _inplace_writes(frame, line, saved_shape)
+        if writes:
+            facts["inplace_candidates"] = writes
+        layers = _inplace_layers(frame)
+        if layers:
+            facts["inplace_layers"] = layers
+    return LiveSite(facts, frame_inputs(frame, code))
 
 
-def running_script() -> dict[str, Any]:
+def _text_of(exc: BaseException) -> str:
+    """The exception's message, or "" when its `__str__` itself fails."""
+    try:
+        return str(exc).strip()
+    except Exception:  # a user's __str__ may raise anything: the message is then unknown
+        return ""
+
+
+def running_script() -> Facts:
     """The running script and the command that reran it as it ran (kbdebug.diagnoser.context.launch_command), for the
     commands that rerun it (a notebook is recognised by its frames)."""
     main = sys.argv[0] if sys.argv else ""
@@ -174,9 +179,9 @@ def cpu_only_run() -> bool:
         return False
 
 
-def _user_site(source: BaseException, chain: list[BaseException]) -> tuple[FrameType, int, str] | None:
-    """The innermost frame of the user's own code: in `source`'s traceback, else in the chain's."""
-    return _site(source) or next((site for e in chain if (site := _site(e)) is not None), None)
+def user_site(exc: BaseException) -> tuple[FrameType, int, str] | None:
+    """The user's innermost frame for `exc`: in its own traceback, else in its chain's (outermost first)."""
+    return next((site for e in chain_of(exc) if (site := _site(e)) is not None), None)
 
 
 def _site(exc: BaseException) -> tuple[FrameType, int, str] | None:
@@ -196,14 +201,10 @@ def _frame_line(tb: TracebackType | None, frame: FrameType) -> int:
     return frame.f_lineno
 
 
-def _add_frame_shapes(rec: PyException, exc: BaseException) -> None:
+def _add_frame_shapes(rec: PyException, site: LiveSite) -> None:
     """The shapes of the tensors on the exception's failing line join its record before the rules see it:
     a broadcast message names one dim, the tensors say which relation (label vs logits) clashed."""
-    site = _site(exc)
-    if site is None:
-        return
-    frame, _, code = site
-    tensors = frame_tensors(frame, code, values=False)
+    tensors = site.facts.get("frame_tensors") or {}
     rec.frame_shapes = [t["shape"] for t in tensors.values()]
     labels = [name for name in tensors if LABEL_NAME.search(name)]
     others = [name for name in tensors if name not in labels and len(tensors[name]["shape"]) >= 2]
@@ -227,7 +228,7 @@ def _lookup(frame: FrameType, name: str) -> Any:
     return val
 
 
-def _inplace_writes(frame: FrameType, line: int, shape: list[int]) -> list[dict[str, Any]]:
+def _inplace_writes(frame: FrameType, line: int, shape: list[int]) -> list[InplaceWrite]:
     """The lines of the failing function, before the failing line, that write in place to a tensor of `shape`:
     where the tensor that backward found modified was most likely changed."""
     torch = sys.modules.get("torch")
@@ -235,7 +236,7 @@ def _inplace_writes(frame: FrameType, line: int, shape: list[int]) -> list[dict[
         lines, start = inspect.getsourcelines(frame.f_code)
     except (OSError, TypeError):
         return []
-    out: list[dict[str, Any]] = []
+    out: list[InplaceWrite] = []
     for no, text in enumerate(lines, start):
         m = _INPLACE.match(text) if no < line else None
         name = next((g for g in m.groups() if g), None) if m else None
@@ -245,13 +246,13 @@ def _inplace_writes(frame: FrameType, line: int, shape: list[int]) -> list[dict[
     return out[:3]
 
 
-def _frame_modules(frame: FrameType) -> dict[str, dict[str, int]]:
+def _frame_modules(frame: FrameType) -> dict[str, ModuleCounts]:
     """The modules the failing function holds, with how many of their parameters train: whether a graph
     could reach a parameter at all (`requires_grad=False` everywhere) or was cut on the way."""
     torch = sys.modules.get("torch")
     if torch is None:
         return {}
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, ModuleCounts] = {}
     for name, val in list(frame.f_locals.items()):
         if isinstance(val, torch.nn.Module) and len(out) < 4:
             params = list(val.parameters())
@@ -274,17 +275,17 @@ def _inplace_layers(frame: FrameType) -> list[str]:
     return out
 
 
-def frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str, dict[str, Any]]:
+def frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str, TensorInfo]:
     """Shape, dtype and device of the tensors named on the failing line (metadata only: no kernel
     runs, so this is safe after a device-side assert has poisoned the CUDA context)."""
     torch = sys.modules.get("torch")
     if torch is None or not code:
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, TensorInfo] = {}
     for name in dict.fromkeys(re.findall(r"\b[A-Za-z_]\w*\b", code)):
         val = _lookup(frame, name)
         if isinstance(val, torch.Tensor):
-            info: dict[str, Any] = {"shape": list(val.shape), "dtype": dtype_name(val.dtype), "device": str(val.device)}
+            info: TensorInfo = {"shape": list(val.shape), "dtype": dtype_name(val.dtype), "device": str(val.device)}
             if values and val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
                 try:
                     info["min"], info["max"] = plain_number(val.min().item()), plain_number(val.max().item())

@@ -1,17 +1,17 @@
 """`kbdebug run -- CMD`: run a command, stream its output live, diagnose it when it fails.
 
 The child's stdout and stderr are copied to ours chunk by chunk as they arrive (progress bars
-stay live) while complete lines go through the scanner, so memory stays bounded on a run that
-prints for days. Signals are forwarded; the child's exit status becomes ours, and how it ended (a
-signal, a core dump) is handed to the diagnosis as a record of its own: a segfault prints nothing.
+stay live) and held, whole lines merged, for the diagnosis at the end (see `_Feed`: memory and disk stay
+bounded on a run that prints for days). Signals are forwarded; the child's exit status becomes ours,
+and how it ended (a signal, a core dump) is handed to the diagnosis as a record of its own: a segfault
+prints nothing.
 
-A wrapper must cost its job nothing: the scanner and the diagnosis pipeline are imported only when
-the output grows large or the child fails; a child that exits 0 after a short run never loads them.
+A wrapper must cost its job nothing: while the child runs, the wrapper only copies; the scanner and the
+diagnosis pipeline are imported only when the child fails (or its output grows very large).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -19,8 +19,8 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -35,7 +35,15 @@ RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
 PIPE_GRACE = 2.0  # seconds to drain the pipes after the child exits
 MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
-HOLD = 4 << 20  # output held unscanned until it outgrows this (the scanner keeps as much of a small log anyway)
+HOLD = 64 << 20  # output held unscanned until it outgrows this; then it is scanned as it arrives
+MEMORY = 1 << 20  # of which this much is held in memory, the rest in a temporary file
+BATCH = 1 << 20  # once scanning as it arrives, the scanner reads this much at a time
+# An unbuffered child (PYTHONUNBUFFERED, as run makes a Python child) writes each line on its own: read as
+# they come, 100k lines cost the wrapper 100k wake-ups, reads and writes, more CPU than the child's own.
+# After a read smaller than SMALL_READ the pump waits GATHER seconds, so the next read takes many lines
+# at once (a pipe holds 64 KiB): output is still shown within milliseconds.
+SMALL_READ = 1 << 14
+GATHER = 0.002
 
 
 class RunError(Exception):
@@ -47,20 +55,26 @@ class RunError(Exception):
 
 
 class _Feed:
-    """The scanner's input, held back until it is needed.
+    """The child's merged output, kept for a diagnosis that happens only at the end, if the child fails.
 
-    Building the scanner means importing the grammars its needles come from (a third of a cold start);
-    a child that exits 0 needs no diagnosis, so complete lines wait here until they outgrow `hold`
-    bytes (then the scanner is built and reads on, in the pump thread) or the run is diagnosed.
-    Lines are counted, so a record of how the child ended can be placed after its last line.
+    While the child runs, copying its output is the wrapper's whole job: the output is only held here, the
+    first `memory` bytes in memory (a short run never touches the disk), then in an unlinked temporary file
+    (a write to the page cache). A child that exits 0 is never scanned; one that fails is scanned once, at
+    the end. A run that outgrows `hold` bytes builds the scanner (importing the grammars' needles), which
+    reads what was held and then the rest in BATCH pieces as it arrives: memory and disk stay bounded on a
+    run that prints for days. Lines are counted, so a record of how the child ended can be placed after
+    its last line.
     """
 
-    def __init__(self, hold: int = HOLD) -> None:
-        self.hold = hold
-        self.held: list[bytes] = []
-        self.size = 0
+    def __init__(self, hold: int = HOLD, memory: int = MEMORY) -> None:
+        self.hold, self.memory = hold, memory
+        self.held: list[bytes] = []  # in memory, until they outgrow `memory` bytes
+        self.size = 0  # bytes held, in memory or in the file
         self.lines = 0
+        self._file: IO[bytes] | None = None
         self._scanner: Scanner | None = None
+        self._batch: list[bytes] = []  # arrived since the scanner last read
+        self._batched = 0
         self.broken = False  # building the scanner failed in a pump; the diagnosis tries again and reports it
 
     def feed(self, data: bytes) -> None:
@@ -68,37 +82,66 @@ class _Feed:
         if self.broken:
             return
         try:
-            if self._scanner is not None:
-                self._scanner.feed(data)
-                return
-            self.held.append(data)
-            self.size += len(data)
-            if self.size > self.hold:
+            if self._scanner is None:
+                self.size += len(data)
+                try:
+                    if self._file is None and self.memory < self.size <= self.hold:
+                        import tempfile
+
+                        spool = tempfile.TemporaryFile()
+                        spool.writelines(self.held)
+                        self._file, self.held = spool, []
+                    if self._file is not None:
+                        self._file.write(data)
+                    else:
+                        self.held.append(data)
+                    data = b""
+                except OSError:  # no room for a temporary file: scan what is held, and the rest as it arrives
+                    self.size = self.hold + 1
+                if self.size <= self.hold:
+                    return
+                self.scanner()
+            self._batch.append(data)
+            self._batched += len(data)
+            if self._batched >= BATCH:
                 self.scanner()
         except Exception:  # the parsers failed to load (a broken install): the pumps must go on copying the
-            self.held, self.size, self.broken, self._scanner = [], 0, True, None  # output, or the child blocks on a full pipe
+            if self._file is not None:  # output, or the child blocks on a full pipe
+                self._file.close()
+            self.held, self.size, self.broken, self._scanner, self._file = [], 0, True, None, None
 
     def scanner(self) -> Scanner:
+        """The scanner, having read everything fed so far (built here on first use)."""
         if self._scanner is None:
             from kbdebug.parse.needles import needles
-            from kbdebug.scan import Scanner
+            from kbdebug.scan import CHUNK, Scanner
 
             scanner = Scanner(needles)
-            for chunk in self.held:
-                scanner.feed(chunk)
-            self._scanner, self.held, self.size = scanner, [], 0
+            if self._file is not None:
+                self._file.seek(0)
+                while data := self._file.read(CHUNK):
+                    scanner.feed(data)
+                self._file.close()
+            scanner.feed(b"".join(self.held))
+            self._scanner, self.held, self.size, self._file = scanner, [], 0, None
+        if self._batch:
+            self._scanner.feed(b"".join(self._batch))
+            self._batch, self._batched = [], 0
         return self._scanner
 
 
-@dataclass
 class RunResult:
-    returncode: int  # as a shell reports it: 128 + N for a death by signal N
-    feed: _Feed = field(default_factory=_Feed)
-    env: dict[str, str] = field(default_factory=dict)
-    signal: int | None = None  # the signal that killed the child, when one did
-    core_dumped: bool = False
-    interrupted: int | None = None  # a signal that reached kbdebug itself (Ctrl-C, a scheduler's SIGTERM)
-    _regions: list[Region] | None = None
+    """How one run of the command went. A plain class: `dataclasses` imports `inspect`, a tenth of a
+    job wrapper's start."""
+
+    def __init__(self, returncode: int, env: dict[str, str] | None = None) -> None:
+        self.returncode = returncode  # as a shell reports it: 128 + N for a death by signal N
+        self.feed = _Feed()
+        self.env: dict[str, str] = env if env is not None else {}
+        self.signal: int | None = None  # the signal that killed the child, when one did
+        self.core_dumped = False
+        self.interrupted: int | None = None  # a signal that reached kbdebug itself (Ctrl-C, a scheduler's SIGTERM)
+        self._regions: list[Region] | None = None
 
     @property
     def regions(self) -> list[Region]:
@@ -190,6 +233,8 @@ class _Pump(threading.Thread):
                         partial = b""
             if self.echo:
                 self.echo = write_all(self.dest_fd, data)
+            if len(data) < SMALL_READ:  # a child writing line by line: let a few lines gather in the pipe
+                time.sleep(GATHER)
         with self.lock:
             if partial and not self.detached:
                 self._lines(partial, b"\n")
@@ -304,12 +349,17 @@ def needs_rerun(diag: Any, env: dict[str, str] | None = None) -> bool:
 
 
 def write_summary(save: Path, cmd: list[str], results: list[tuple[RunResult, Any]]) -> None:
+    """diagnosis.json: each run's log, status, the environment kbdebug set, and its diagnosis (docs/json.md's)."""
+    from kbdebug.render import json_object
+
     runs = []
     for i, (res, diag) in enumerate(results, 1):
         extra = {k: v for k, v in res.env.items() if k in RERUN_ENV and os.environ.get(k) != v}
         runs.append(
-            {"log": f"run{i}.log", "returncode": res.returncode, "env": extra, "diagnosis": diag.to_json() if diag is not None else None}
+            {"log": f"run{i}.log", "returncode": res.returncode, "env": extra, "diagnosis": json_object(diag) if diag is not None else None}
         )
+    import json
+
     (save / "diagnosis.json").write_text(json.dumps({"command": cmd, "runs": runs}, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -13,6 +13,8 @@ import math
 import re
 from typing import Literal
 
+from kbdebug.facts import Facts
+
 Shape = list[int]
 Relation = Literal["same", "batch", "channel", "class", "spatial", "rank", "mixed"]
 
@@ -100,13 +102,9 @@ def squeezed_rank_match(a: Shape, b: Shape) -> bool:
     return len(longer) == len(shorter) + 1 and len(longer) >= 3 and longer[1] == 1 and longer[:1] + longer[2:] == shorter
 
 
-# The facts shape_facts() says about a prediction/label pair.
-SHAPE_FACTS = ("input_shape", "target_shape", "shape_relation", "differing_dims", "input_channels", "target_channels")
-
-
-def shape_facts(input_shape: Shape | None, target_shape: Shape | None) -> dict[str, object]:
+def shape_facts(input_shape: Shape | None, target_shape: Shape | None) -> Facts:
     """Facts about a prediction (`input_shape`) and a label (`target_shape`) pair, for rules and guides."""
-    facts: dict[str, object] = {}
+    facts: Facts = {}
     if input_shape is None or target_shape is None:
         return facts
     facts["input_shape"] = input_shape

@@ -12,6 +12,7 @@ import sys
 import torch
 
 import kbdebug
+from kbdebug.render import json_object
 
 F = torch.nn.functional
 DEV = os.environ.get("KBDEBUG_TEST_DEVICE", "cuda")  # "cpu" for a dry run of this script without a GPU
@@ -46,7 +47,7 @@ def main() -> None:
                 trigger(case)
             except Exception as exc:
                 diag = kbdebug.diagnose(exc)
-        print(json.dumps(diag.to_json()))
+        print(json.dumps(json_object(diag)))
         return
     if mode == "audit":
         model = torch.nn.Sequential(torch.nn.Embedding(100, 8), torch.nn.Linear(8, 2)).to(DEV)

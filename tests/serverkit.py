@@ -130,11 +130,10 @@ def serve(db_url: str, *args: str, host: str = "127.0.0.1", env: dict[str, str] 
                 served.kill()
 
 
-def post(url: str, log: bytes, timeout: float = 60, **query: str) -> tuple[int, dict]:
+def post(url: str, log: bytes, timeout: float = 60, token: str = "", **query: str) -> tuple[int, dict]:
     q = urllib.parse.urlencode(query)
-    req = urllib.request.Request(
-        f"{url}/v1/diagnose" + (f"?{q}" if q else ""), data=log, headers={"Content-Type": "text/plain"}, method="POST"
-    )
+    headers = {"Content-Type": "text/plain", "X-Kbdebug-Client": "test"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    req = urllib.request.Request(f"{url}/v1/diagnose" + (f"?{q}" if q else ""), data=log, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, json.loads(resp.read())
@@ -142,8 +141,9 @@ def post(url: str, log: bytes, timeout: float = 60, **query: str) -> tuple[int, 
         return exc.code, json.loads(exc.read() or b"{}")
 
 
-def get(url: str, timeout: float = 30) -> dict:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+def get(url: str, timeout: float = 30, token: str = "") -> dict:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
 
 

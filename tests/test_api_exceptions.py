@@ -13,6 +13,7 @@ nn = torch.nn
 F = torch.nn.functional
 
 from kbdebug import KbdebugError, diagnose  # noqa: E402
+from kbdebug.render.words import fix_text  # noqa: E402
 
 
 def raised(fn: Callable[[], object]) -> tuple[BaseException, int]:
@@ -113,7 +114,7 @@ def test_diagnose_live_exception(fn: Callable[[], None], rule: str, facts: dict)
     assert root.facts["user_function"] == fn.__name__
     assert root.facts["error_type"] == type(exc).__name__
     assert root.facts["error_message"] == str(exc).splitlines()[0].strip()
-    assert root.guide["what"] and "{{" not in root.fix
+    assert root.guide["what"] and "{{" not in fix_text(root)
 
 
 def test_frame_tensors_describe_the_failing_line() -> None:

@@ -401,3 +401,52 @@ def test_many_logs_in_html_are_one_document(tmp_path: Path) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.count("<html") == 1 and page.count("</body></html>") == 1
     body = page[page.index("<body>") : page.index("</body>")]
     assert body.count("<h2>Root cause") == 3 and 'class="summary"' in body and "clean.log" in body.split('class="summary"')[1]
+
+
+def test_the_fast_reader_knows_every_option_of_explain() -> None:
+    """`kbdebug explain` reads its options without typer (cli_explain.parse_explain_args); it must know exactly explain's options."""
+    import typer.main
+
+    from kbdebug.cli import app
+    from kbdebug.cli_explain import FAST_OPTIONS
+
+    command = typer.main.get_command(app).commands["explain"]  # type: ignore[attr-defined]
+    names = {name for param in command.params for name in (*param.opts, *param.secondary_opts) if name.startswith("-")}
+    assert names - {"-h", "--help"} == set(FAST_OPTIONS)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["a.log"], {"files": ["a.log"], "fmt": "text", "quiet": False, "kb": None, "report": None}),
+        (["a.log", "--format", "json", "b.log"], {"files": ["a.log", "b.log"], "fmt": "json"}),  # options between the logs
+        (["-q", "-f=html", "--kb", "r", "--kb=s", "-"], {"files": ["-"], "quiet": True, "fmt": "html", "kb": [Path("r"), Path("s")]}),
+        (["--report", "http://x", "--", "-q"], {"files": ["-q"], "report": "http://x"}),  # after --, a log named -q
+        (["--format", "yaml", "a.log"], None),  # typer says what is wrong
+        (["-qf", "json", "a.log"], None),
+        (["--quiet=yes", "a.log"], None),
+        (["--help"], None),
+        (["-f"], None),
+        ([], None),
+    ],
+)
+def test_fast_explain_reader(args: list[str], expected: dict | None) -> None:
+    from kbdebug.cli_explain import parse_explain_args
+
+    got = parse_explain_args(args)
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None
+    assert {k: got[k] for k in expected} == expected
+
+
+def test_explain_starts_without_typer() -> None:
+    """The installed `kbdebug` and `python -m kbdebug` start at kbdebug.__main__: a plain `explain` needs no typer."""
+    code = (
+        f"import sys; from kbdebug.__main__ import main; sys.argv=['kbdebug','explain','-q','-f','json',{str(EXAMPLE)!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
+        "assert 'typer' not in sys.modules, 'typer imported'"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr

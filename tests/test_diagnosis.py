@@ -11,6 +11,7 @@ from kbdebug.api import diagnose_text
 from kbdebug.authoring.lint import lint_directory as lint
 from kbdebug.kb import RuleFileError, load_kb
 from kbdebug.kb.loader import load_rule
+from kbdebug.render.words import fix_text
 
 ROOT = Path(__file__).resolve().parent.parent
 TB = 'Traceback (most recent call last):\n  File "/home/u/train.py", line 42, in <module>\n    loss = crit(out, y)\n'
@@ -102,7 +103,7 @@ def test_rule_matches_its_fixture(rule: str, log: str) -> None:
     assert diag.root is not None and diag.root.rule == rule
     guide = diag.root.guide
     assert set(guide) == {"what", "why", "confirm", "fix"} and all(len(v) > 20 for v in guide.values())
-    assert "template error" not in diag.root.fix
+    assert "template error" not in fix_text(diag.root)
 
 
 def test_facts_from_an_assert_and_its_async_error() -> None:
@@ -339,7 +340,7 @@ def test_message_wordings_name_their_rule(text: str, rule: str) -> None:
     log = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    f()\n' + text + "\n"
     diag = diagnose_text(log)
     assert diag.root is not None and diag.root.rule == rule
-    assert "{{" not in diag.root.fix and "None" not in diag.root.guide["what"]
+    assert "{{" not in fix_text(diag.root) and "None" not in diag.root.guide["what"]
 
 
 # Whole log excerpts of the shapes real reports have: DataLoader re-raises, Windows paths, HIP,

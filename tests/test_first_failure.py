@@ -11,6 +11,7 @@ from conftest import run_cli
 
 from kbdebug.api import diagnose_text
 from kbdebug.normalise import lines_of
+from kbdebug.render import json_object
 from kbdebug.stamps import earliest, parse_stamp
 
 ASSERT = [
@@ -57,7 +58,7 @@ def test_interleaved_log_names_the_rank_that_failed_first(style: str, causal: in
     assert (first.rank, first.time) == (causal, shown)
     assert f"First failure: rank {causal} at {shown}\n" in diag.render("text")
     assert f"First failure: `rank {causal} at {shown}`" in diag.render("markdown")
-    assert diag.to_json()["incidents"][0]["first_failure"]["rank"] == causal
+    assert json_object(diag)["incidents"][0]["first_failure"]["rank"] == causal
 
 
 def test_a_rank_stamped_before_the_causal_one_is_named() -> None:
@@ -82,7 +83,7 @@ def test_the_causal_ranks_time_must_be_known() -> None:
 def test_no_time_stamps_no_first_failure() -> None:
     diag = diagnose_text(job(lambda r, t, line: f"[rank{r}]:{line}", causal=4))
     assert diag.incidents[0].first_failure is None
-    assert diag.to_json()["incidents"][0]["first_failure"] is None
+    assert json_object(diag)["incidents"][0]["first_failure"] is None
 
 
 def test_lines_keep_their_time_and_rank() -> None:

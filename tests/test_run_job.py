@@ -342,17 +342,21 @@ def test_fast_reader(args: list[str], expected: dict | None) -> None:
     assert {k: got[k] for k in expected} == expected
 
 
-def test_a_run_that_succeeds_loads_neither_pydantic_nor_the_pipeline() -> None:
+@pytest.mark.parametrize(
+    ("entry", "also"),
+    [("kbdebug.cli", ()), ("kbdebug.__main__", ("typer",))],  # the installed `kbdebug` and `python -m kbdebug` start at __main__
+)
+def test_a_run_that_succeeds_loads_neither_pydantic_nor_the_pipeline(entry: str, also: tuple[str, ...]) -> None:
     """What a wrapper costs its job: a child that exits 0 needs no diagnosis (benchmarks/run_overhead.py)."""
-    code = textwrap.dedent("""
+    heavy = ("pydantic", "lark", "jinja2", "kbdebug.parse", "kbdebug.kb", "kbdebug.api", "kbdebug.scan", *also)
+    code = textwrap.dedent(f"""
         import sys
         sys.argv = ["kbdebug", "run", "--", "true"]
-        from kbdebug.cli import main
+        from {entry} import main
         try:
             main()
         except SystemExit as exc:
-            heavy = sorted({m.split(".")[0] if not m.startswith("kbdebug") else m for m in sys.modules
-                            if m.startswith(("pydantic", "lark", "jinja2", "kbdebug.parse", "kbdebug.kb", "kbdebug.api", "kbdebug.scan"))})
+            heavy = sorted({{m.split(".")[0] if not m.startswith("kbdebug") else m for m in sys.modules if m.startswith({heavy!r})}})
             print(exc.code, heavy)
     """)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=60)
@@ -405,3 +409,38 @@ def test_only_a_cause_whose_retry_is_yes_is_rerun(retry: str, again: bool, why: 
     assert got[0] is again and got[1].startswith(why), got[1]
     assert retry_decision(diag, None, 2, 2)[0] is False  # the reruns are spent
     assert retry_decision(diag, int(signal.SIGINT), 0, 2) == (False, "not rerunning: kbdebug itself received SIGINT")
+
+
+@pytest.mark.parametrize(
+    ("hold", "memory", "no_tmp"), [(1 << 30, 1 << 30, False), (1 << 30, 4096, False), (64 * 1024, 4096, False), (1 << 30, 4096, True)]
+)
+def test_the_output_held_for_the_diagnosis_reads_as_the_whole_log(
+    hold: int, memory: int, no_tmp: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held in memory, in a temporary file past `memory`, or scanned as it arrives past `hold` (or when no
+    temporary file can be made): the run's regions are those of its whole output read at once, and its
+    lines are counted."""
+    import tempfile
+
+    from kbdebug import runner
+
+    if no_tmp:
+
+        def full(*args: object, **kwargs: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(tempfile, "TemporaryFile", full)
+    from kbdebug.parse.needles import needles
+    from kbdebug.scan import scan_bytes
+
+    lines = [b"step %d loss 0.5 %s\n" % (i, b"x" * 60) for i in range(30_000)]
+    lines[12_000:12_000] = [b"Traceback (most recent call last):\n", b'  File "t.py", line 3, in <module>\n', b"RuntimeError: boom\n"]
+    lines.append(b"RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    feed = runner._Feed(hold=hold, memory=memory)
+    for i in range(0, len(lines), 7):
+        feed.feed(b"".join(lines[i : i + 7]))
+    got = feed.scanner().close()
+    expected = scan_bytes(b"".join(lines), needles)
+    assert feed.lines == len(lines)
+    assert [(r.first_line, [ln.text for ln in r.lines]) for r in got] == [(r.first_line, [ln.text for ln in r.lines]) for r in expected]
+    assert len(got) >= 2

@@ -42,7 +42,7 @@ def test_explain_reports_without_changing_its_output() -> None:
     path, query = hook.paths[0].split("?")
     meta = urllib.parse.parse_qs(query)
     assert path == "/v1/diagnose" and meta["job"] == ["nightly-7"] and meta["source"] == [EXAMPLE_PATH]
-    assert "rank" not in meta  # the shell's RANK=3 did not write this file
+    assert meta["rank"] == ["3"]  # RANK, as for `run` (docs/server.md)
 
 
 @pytest.mark.parametrize(

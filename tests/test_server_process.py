@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import urllib.error
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -46,8 +47,10 @@ def test_a_killed_server_restarted_on_its_database_keeps_every_diagnosis(db_url:
         server.kill()  # SIGKILL: no shutdown, no flush
     with serve(db_url) as again:
         assert get(again.url + "/v1/health")["reports"] == 12
-        for n in range(1, 13):
-            assert get(f"{again.url}/v1/reports/{n}")["incidents"][0]["signature"] == ids[n - 1]
+        crashes = get(again.url + "/v1/crashes")["crashes"]
+        assert {g["signature"] for g in crashes} == set(ids) and sum(g["count"] for g in crashes) == 12
+        for g in crashes:
+            assert get(f"{again.url}/v1/reports/{g['example']['report']}")["incidents"][0]["signature"] == g["signature"]
         status, _ = post(again.url, INDEX)
         assert status == 201 and get(again.url + "/v1/health")["reports"] == 13
 
@@ -61,7 +64,11 @@ def test_listening_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     with serve(db, "--token", "t0ken", host="0.0.0.0") as server:
         status, body = post(server.url, INDEX)
         assert status == 401 and "token" in body["detail"]
-        assert get(server.url + "/v1/health")["reports"] == 0
+        assert post(server.url, INDEX, token="t0ken")[0] == 201
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            get(server.url + "/v1/crashes")  # reads need the token too
+        assert len(get(server.url + "/v1/crashes", token="t0ken")["crashes"]) == 1
+        assert get(server.url + "/v1/health")["reports"] == 1
 
 
 def test_a_database_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
@@ -77,3 +84,22 @@ def test_serve_help_needs_no_server_packages() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}
     )
     assert r.returncode == 0 and "--max-upload" in r.stdout and "--webhook" in r.stdout
+
+
+def test_a_client_that_leaves_mid_diagnosis_harms_nothing(tmp_path: Path) -> None:
+    """#38.4: a 4 MiB retry-loop log posted by a client that hangs up at once: the server goes on taking
+    posts (another diagnosis worker), and its worker comes back or is replaced within the budget."""
+    import socket
+    import urllib.parse
+
+    one = b'Traceback (most recent call last):\n  File "train.py", line 10, in step\n    x = f()\nRuntimeError: boom\n'
+    slow = one * ((4 << 20) // len(one))
+    with serve(f"sqlite:///{tmp_path / 'c.db'}") as server:
+        where = urllib.parse.urlsplit(server.url)
+        for _ in range(2):
+            with socket.create_connection((where.hostname, where.port)) as s:
+                head = f"POST /v1/diagnose HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Kbdebug-Client: t\r\nContent-Length: {len(slow)}\r\n\r\n"
+                s.sendall(head.encode() + slow)
+        for log in (INDEX, OOM, EXAMPLE):
+            assert post(server.url, log)[0] == 201
+        assert get(server.url + "/v1/health")["reports"] in (3, 4, 5)  # the abandoned posts: stored or refused, never half

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from kbdebug.api import diagnose_text
-from kbdebug.diagnoser.match import rank_list
 from kbdebug.diagnoser.signature import normalise_message
 from kbdebug.normalise import lines_of
+from kbdebug.render.words import consequence_summary, rank_list
 
 ASSERT = (
     "{prefix}/opt/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:{line}: operator(): block: [{b},0,0], "
@@ -174,7 +174,7 @@ def test_eight_ranks_fold_under_the_causal_rank() -> None:
     assert "op_type" not in root.facts and "seq_num" not in root.facts  # other ranks' facts stay theirs
     nccl = next(c for c in root.consequences if c.rule == "nccl_error")
     assert nccl.ranks == [0, 1, 2, 4, 5, 6, 7]
-    assert nccl.summary.startswith("ranks 0-2,4-7: NCCL watchdog timeout")
+    assert consequence_summary(nccl).startswith("ranks 0-2,4-7: NCCL watchdog timeout")
     assert nccl.facts["op_type"] == "ALLREDUCE"
 
 

@@ -1,13 +1,13 @@
 """Which facts a rule's guide can use: those its matches can produce, read from their declarations.
 
-A guide variable is filled from the incident's facts. Those come from
-- the records the rule's matches name: each record kind declares the facts it says (`Record.FACTS`,
-  `FIELD_FACTS`) and, for a kind that carries a grammar's values (`TorchMessage.values`), the grammar
-  it reads (`FACTS_FROM_GRAMMAR`): that grammar's value rules, each named after the field it fills;
+A guide variable is filled from the incident's facts, each declared once in kbdebug.facts with the
+producers that make it. A rule's guide may use what
+- the records the rule's matches name say (the facts declared as theirs; a message's are the values its
+  grammar reads, each named after the rule that reads it);
 - the records of the causes folded into it (rules whose `consequence_of` names it, a group of it, or `*`);
-- context every incident may carry (`kbdebug.vocabulary.CONTEXT_FACTS`, which includes what the
-  traceback every incident is located by says);
-- for a rule with `guard_ops`, what `kbdebug.guard()` reports (`kbdebug.vocabulary.GUARD_FACTS`);
+- the context every incident may carry (the live frames, the matcher, the caller, the context stage, and
+  what the traceback every incident is located by says);
+- for a rule with `guard_ops`, `kbdebug.guard()` reports;
 - the rule itself: its own `facts`, and the named groups of its patterns.
 
 Only declarations are read, never the code that sets facts: renaming a variable anywhere changes no
@@ -25,11 +25,11 @@ from typing import Any
 from lark import Transformer
 
 from kbdebug import records
+from kbdebug.facts import declared_by
 from kbdebug.parse.grammar import folder
 from kbdebug.parse.grammar import source as grammar_source
 from kbdebug.parse.registry import defined_in
 from kbdebug.records import PyException
-from kbdebug.vocabulary import CONTEXT_FACTS, GUARD_FACTS
 
 _RULE = re.compile(r"^[?!]?([a-z][a-z0-9_]*)(?:\.\d+)?\s*:", re.M)
 _START = re.compile(r"^start\s*:(.*?)(?=^[?!]?[a-z][a-z0-9_]*(?:\.\d+)?\s*:|\Z)", re.M | re.S)
@@ -74,19 +74,18 @@ def record_facts() -> dict[str, frozenset[str]]:
     for model in _record_kinds():
         kind = model.model_fields["kind"].default if "kind" in model.model_fields else None
         if isinstance(kind, str):
-            grammar = model.FACTS_FROM_GRAMMAR
-            out[kind] = model.declared_facts() | (grammar_fields(grammar) if grammar else frozenset())
+            out[kind] = model.declared_facts()
     return out
 
 
 def context_facts() -> frozenset[str]:
     """Facts any incident may carry, whatever its rule, and what the traceback that locates it says."""
-    return frozenset(CONTEXT_FACTS) | PyException.declared_facts()
+    return declared_by("live", "match", "caller", "context") | PyException.declared_facts()
 
 
 def guard_facts() -> frozenset[str]:
     """What `kbdebug.guard()` reports with the error it raises (rules that name `guard_ops`)."""
-    return frozenset(GUARD_FACTS)
+    return declared_by("guard")
 
 
 def pattern_groups(data: dict[str, Any]) -> set[str]:

@@ -104,6 +104,10 @@ def reference_problems(data: dict[str, Any], all_rules: list[Rule], checks: froz
         for i, name in names("checks"):
             if name not in checks:
                 problems.append((f"checks[{i}]", f"no check named {name!r}; the checks are: {', '.join(sorted(checks))}"))
+    vocab = rule_vocabulary(data, folded_kinds(data, all_rules))
+    for i, name in names("signature"):
+        if name not in vocab:
+            problems.append((f"signature[{i}]", f"{name!r} is no fact this rule's matches produce or its `facts` define"))
     ids = {r.id for r in all_rules}
     groups = {g for r in all_rules for g in getattr(r, "groups", [])}
     for i, ref in names("consequence_of"):

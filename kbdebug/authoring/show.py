@@ -19,7 +19,7 @@ _NOT_MATCHING = frozenset({"id", "title", "guide", "examples", "references", "co
 def show_rule(rule: Rule, kb: KnowledgeBase, kb_dirs: list[Path] | None, fmt: str = "text", width: int = 100) -> str:
     """The rule's matching data and examples, then its guide rendered as a diagnosis of its first positive example."""
     from kbdebug.api import diagnose_text
-    from kbdebug.diagnoser.guides import fill_incident
+    from kbdebug.diagnoser.guides import filled
     from kbdebug.diagnosis import Diagnosis, Incident
     from kbdebug.render import render
 
@@ -43,8 +43,7 @@ def show_rule(rule: Rule, kb: KnowledgeBase, kb_dirs: list[Path] | None, fmt: st
         found = diagnose_text(snippet, source="first positive example", kb_dirs=kb_dirs)
         incident = next((i for i in found.incidents if i.rule == rule.id), None)
     if incident is None:
-        incident = Incident(rule=rule.id, title=rule.title, confidence=1.0, checks=rule.checks)
-        fill_incident(incident, rule)
+        incident = filled(Incident(rule=rule.id, title=rule.title, confidence=1.0, checks=rule.checks), rule)
         note = "Guide (no positive example to fill it from: facts are empty):"
     else:
         note = "Guide, rendered on the first positive example:"

@@ -13,8 +13,8 @@ that does not exist when the error came from a notebook cell, and repeats itself
 - `libraries`: the packages the traceback's frames run through (`monai`, `transformers`), so
   library-specific advice appears only where that library is in the frames.
 
-Commands are then filtered here, in one place, by what the tool they run needs (`NEEDS`), after the
-rule's templates are filled; a notebook gets the `%env` form of an environment-variable command.
+Which commands then help in that context is the guide stage's to say (kbdebug.diagnoser.guides.applicable),
+by what the tool each runs needs (kbdebug.kb.commands).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ import re
 import shlex
 from typing import Any
 
-from kbdebug.diagnosis import Diagnosis, Incident
-from kbdebug.kb.loader import KnowledgeBase
+from kbdebug.diagnosis import Incident
+from kbdebug.facts import Facts, merge
+from kbdebug.kb.commands import needs_cuda
+from kbdebug.kb.model import Rule
 from kbdebug.records import PyException
 
 ORIGINS = ("log", "script", "notebook", "run", "rerun")
@@ -45,15 +47,6 @@ _CUDA_FACTS = (
     "tried_to_allocate",
     "device_capability",
 )
-
-# What a command needs to be of any help, by the tool it runs.
-NEEDS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
-    (re.compile(r"\bCUDA_LAUNCH_BLOCKING=1\b"), frozenset({"cuda", "not_blocking"})),
-    (re.compile(r"\bkbdebug run --rerun\b"), frozenset({"cuda", "not_blocking", "shell"})),
-    (re.compile(r"\bcompute-sanitizer\b"), frozenset({"cuda", "shell"})),
-    (re.compile(r"(?:^|\s)python\s"), frozenset({"shell"})),
-)
-_ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+\s+)+)python\s")
 
 
 def frame_files(inc: Incident) -> list[str]:
@@ -79,11 +72,6 @@ def device_of(inc: Incident, device_side: bool = False) -> str | None:
     if devices == {"cpu"} or (device_side and any(rec.kind in ("exception", "message") for rec in inc.records)):
         return "cpu"
     return None
-
-
-def needs(command: str) -> frozenset[str]:
-    """What a command needs to be of any help (see NEEDS)."""
-    return frozenset().union(*(n for rx, n in NEEDS if rx.search(command)))
 
 
 def context_facts(inc: Incident, origin: str | None = None, device_side: bool = False) -> dict[str, Any]:
@@ -213,7 +201,7 @@ def dtype_roles(facts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def source_tensor(facts: dict[str, Any]) -> dict[str, Any]:
+def source_tensor(facts: Facts) -> dict[str, Any]:
     """The tensor on the failing line that a view/reshape was asked of: the one holding `numel` elements."""
     numel = facts.get("numel")
     tensors = facts.get("frame_tensors") or {}
@@ -250,28 +238,6 @@ def operand_names(code: str, tensors: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def applicable(commands: list[str], facts: dict[str, Any]) -> list[str]:
-    """The commands that can help in the incident's context, notebook forms substituted."""
-    have: set[str] = set()
-    if facts.get("device") != "cpu":
-        have.add("cuda")  # unknown device: a CUDA command may still help
-    if not facts.get("launch_blocking"):
-        have.add("not_blocking")
-    notebook = facts.get("origin") == "notebook"
-    if not notebook:
-        have.add("shell")
-    out: list[str] = []
-    for cmd in commands:
-        missing = needs(cmd) - have
-        if missing == {"shell"} and notebook and (env := _ENV_PREFIX.match(cmd)):
-            pairs = ", ".join(f'{k}="{v}"' for k, v in (p.split("=", 1) for p in env.group(1).split()))
-            cmd = f"import os; os.environ.update({pairs})  # first cell, after restarting the kernel; then rerun the cells"
-            missing = frozenset()
-        if not missing and cmd.strip() and cmd not in out:
-            out.append(cmd)
-    return out
-
-
 _TORCHRUN = re.compile(r"(?:^|[\\/])torchrun$|^torch\.distributed\.(?:run|launch)$")
 _LAUNCHER_FRAME = re.compile(r"(?:^|[\\/])torchrun$|torch[\\/]distributed[\\/](?:run|launch)\.py$|torch[\\/]distributed[\\/]elastic[\\/]")
 
@@ -293,62 +259,25 @@ def launch_command(argv: list[str], env: dict[str, str], parent: list[str]) -> s
     return shlex.join(["torchrun", *opts, *argv])
 
 
-def log_launcher(diag: Diagnosis) -> str | None:
+def in_context(inc: Incident, rule: Rule | None, origin: str | None, fragments: dict[str, Facts], launcher: str | None = None) -> Incident:
+    """The incident with its facts settled: what each producer said (`fragments`: the live frames, guard(), the
+    records, the caller) merged by kbdebug.facts.PRECEDENCE, then the context read from them (see the module's
+    docstring; `launcher`, "torchrun" when a log shows the job was started by one) where nothing said better."""
+    said = inc.model_copy(update={"facts": merge(fragments)})
+    device_side = rule is not None and needs_cuda(rule)
+    context = context_facts(said, origin, device_side)
+    if launcher:
+        context["launcher"] = launcher
+    return said.model_copy(update={"facts": merge({**fragments, "context": context})})
+
+
+def log_launcher(incidents: list[Incident]) -> str | None:
     """ "torchrun" when the log shows torch.distributed.elastic at work: its failure table, or the launcher's
     own frames (`torchrun`, `torch/distributed/run.py`) in a traceback."""
-    for inc in diag.incidents:
+    for inc in incidents:
         for rec in inc.records:
             if rec.kind == "elastic_failure":
                 return "torchrun"
         if any(_LAUNCHER_FRAME.search(f.replace("\\", "/")) for f in frame_files(inc)):
             return "torchrun"
     return None
-
-
-def _relaunched(text: str, script: str, launch: str) -> str:
-    """`python SCRIPT` (with the environment variables before it) replaced by the command that launched it."""
-    if not script or not launch or launch == f"python {script}":
-        return text
-    return re.sub(rf"(?<![\w/.-])python {re.escape(script)}(?![\w/.-])", lambda _: launch, text)
-
-
-def add_context(diag: Diagnosis, kb: KnowledgeBase, origin: str | None = None, extra: dict[str, Any] | None = None) -> None:
-    """Give each incident its context facts (and what the caller knows, `extra`), before its guide is filled;
-    `launcher` ("torchrun") when a log shows the job was started by one."""
-    launcher = log_launcher(diag) if (origin or "log") in ("log", "run", "rerun") else None
-    for inc in diag.incidents:
-        rule = kb.get(inc.rule)
-        device_side = rule is not None and any("cuda" in needs(c) for c in rule.commands)
-        for key, val in {**context_facts(inc, origin, device_side), **(extra or {})}.items():
-            inc.facts.setdefault(key, val)
-        if launcher:
-            inc.facts.setdefault("launcher", launcher)
-
-
-def keep_applicable(diag: Diagnosis) -> None:
-    """Keep, of each incident's filled commands, those that can help in its context. A command or guide that
-    reruns `python SCRIPT` gets the command the run was launched with (`launch`): the script's own arguments,
-    pytest's node id, torchrun and its options (read from a log: `torchrun ... SCRIPT`)."""
-    from kbdebug.diagnoser.guides import script_name
-
-    for inc in diag.incidents:
-        script = str(inc.facts.get("script") or script_name(inc.facts))
-        launch = str(inc.facts.get("launch") or (f"torchrun ... {script}" if inc.facts.get("launcher") == "torchrun" else ""))
-        inc.commands = applicable([_relaunched(c, script, launch) for c in inc.commands], inc.facts)
-        inc.guide = {k: _relaunched(v, script, launch) for k, v in inc.guide.items()}
-        inc.fix = _relaunched(inc.fix, script, launch)
-        inc.references = [url for url in inc.references if library_of(url) in (None, *inc.facts.get("libraries", ()))]
-
-
-# Libraries that document themselves on a site of their own: a reference there helps only where the frames run
-# through that library (a MONAI page for a hand-written Dice or a BCE error is noise).
-_LIBRARY_SITES = (
-    (re.compile(r"//(?:[\w-]+\.)*monai\.io/"), "monai"),
-    (re.compile(r"//huggingface\.co/docs/transformers"), "transformers"),
-    (re.compile(r"//(?:[\w-]+\.)*lightning\.ai/"), "lightning"),
-)
-
-
-def library_of(url: str) -> str | None:
-    """The package a reference documents, when it is a library's own site (see _LIBRARY_SITES)."""
-    return next((lib for rx, lib in _LIBRARY_SITES if rx.search(url)), None)

@@ -9,47 +9,21 @@ Compiled templates are kept between runs (a few percent of a cold explain).
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import re
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import jinja2
-import jinja2.bccache
 import markupsafe
 
-from kbdebug._cache import code_version, private_dir
 from kbdebug._resources import data_dir
-from kbdebug.diagnosis import Diagnosis, Incident
+from kbdebug.diagnosis import Incident
+from kbdebug.facts import Facts
+from kbdebug.kb.commands import needs
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
-from kbdebug.kb.loader import KnowledgeBase
-from kbdebug.kb.model import RETRY_LINES, Rule
-
-
-class _QuietBytecodeCache(jinja2.FileSystemBytecodeCache):
-    """A cache that cannot be written (read-only home, full disk) is no cache, not an error."""
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().load_bytecode(bucket)
-        except OSError:
-            bucket.reset()
-
-
-def bytecode_cache() -> jinja2.BytecodeCache | None:
-    """Compiled templates kept between runs: compiling them is a few percent of a cold explain."""
-    # compiled templates are code: only from a directory nobody else can write; and their bytecode depends on
-    # this module's environment settings (finalize, filters), not only on the template text, hence the key
-    key = hashlib.sha256(f"{jinja2.__version__}|{code_version()}".encode()).hexdigest()[:12]
-    where = private_dir(f"jinja-{key}")
-    return _QuietBytecodeCache(str(where)) if where is not None else None
-
+from kbdebug.kb.model import RETRY_VALUES, Rule
+from kbdebug.templating import bytecode_cache, code_span
 
 PHRASES = "_phrases.j2"  # knowledge/_phrases.j2: the phrasing every guide shares
 
@@ -95,16 +69,6 @@ _SLOT = re.compile("\x00(\\d+)\x00")
 _SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
 
 
-def code_span(text: str) -> str:
-    """`text` as a Markdown code span whose fence is longer than any backtick run inside it (CommonMark), so a
-    message with backticks reads and copies as the log printed it; padded where it starts or ends with one."""
-    if not text:
-        return ""
-    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text[0] == "`" or text[-1] == "`" else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
 def _guide_value(value: Any) -> Any:
     """A value read from the log, put into a guide: one holding a backtick or a `<` stands in as a slot,
     filled once the guide is rendered (see `_fill_slots`), so the user's own text stays copyable as is."""
@@ -143,27 +107,84 @@ def fill_text(template: str, facts: dict[str, Any], markdown: bool = False) -> s
         _QUOTED.reset(token)
 
 
-def script_name(facts: dict[str, Any]) -> str:
+def script_name(facts: Facts) -> str:
     """The script a rerun command names: the user's frame's file, else `train.py`."""
     frame = facts.get("innermost_user_frame") or ""
     return frame.rsplit(":", 1)[0] if frame.endswith(tuple("0123456789")) and ".py" in frame else "train.py"
 
 
-def fill(diag: Diagnosis, kb: KnowledgeBase) -> Diagnosis:
-    for inc in diag.incidents:
-        rule = kb.get(inc.rule)
-        if rule is not None:
-            fill_incident(inc, rule)
-    return diag
+def applicable(commands: list[str], facts: Facts, notebook_form: Callable[[list[tuple[str, str]]], str]) -> list[str]:
+    """The commands that can help in the incident's context; in a notebook, an environment-variable command
+    in the form `notebook_form` says for its variables (the guides' phrasing)."""
+    have: set[str] = set()
+    if facts.get("device") != "cpu":
+        have.add("cuda")  # unknown device: a CUDA command may still help
+    if not facts.get("launch_blocking"):
+        have.add("not_blocking")
+    notebook = facts.get("origin") == "notebook"
+    if not notebook:
+        have.add("shell")
+    out: list[str] = []
+    for cmd in commands:
+        missing = needs(cmd) - have
+        if missing == {"shell"} and notebook and (env := _ENV_PREFIX.match(cmd)):
+            pairs = [(k, v) for k, v in (p.split("=", 1) for p in env.group(1).split())]
+            cmd = notebook_form(pairs)
+            missing = frozenset()
+        if not missing and cmd.strip() and cmd not in out:
+            out.append(cmd)
+    return out
 
 
-def fill_incident(inc: Incident, rule: Rule) -> None:
-    ctx = {"script": script_name(inc.facts), **inc.facts}
+_ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+\s+)+)python\s")
+# Libraries that document themselves on a site of their own: a reference there helps only where the frames run
+# through that library (a MONAI page for a hand-written Dice or a BCE error is noise).
+_LIBRARY_SITES = (
+    (re.compile(r"//(?:[\w-]+\.)*monai\.io/"), "monai"),
+    (re.compile(r"//huggingface\.co/docs/transformers"), "transformers"),
+    (re.compile(r"//(?:[\w-]+\.)*lightning\.ai/"), "lightning"),
+)
+
+
+def library_of(url: str) -> str | None:
+    """The package a reference documents, when it is a library's own site (see _LIBRARY_SITES)."""
+    return next((lib for rx, lib in _LIBRARY_SITES if rx.search(url)), None)
+
+
+def rerun_command(facts: Facts) -> str:
+    """The command that reruns the job as it was launched: the caller's (`launch`: the script's own arguments,
+    pytest's node id, torchrun and its options), `torchrun ... SCRIPT` when a log shows torchrun, else
+    `python SCRIPT`. Guides and commands say `{{ rerun }}` wherever they rerun the job."""
+    script = str(facts.get("script") or script_name(facts))
+    return str(facts.get("launch") or (f"torchrun ... {script}" if facts.get("launcher") == "torchrun" else f"python {script}"))
+
+
+def filled(inc: Incident, rule: Rule | None) -> Incident:
+    """The guide stage: the rule's own facts, its guide and its commands filled once from the incident's facts;
+    of the commands, those that can help in its context (kbdebug.diagnoser.context.applicable); the references
+    to a library's own site only where the frames run through that library; what rerunning does."""
+    if rule is None:
+        return inc
+    facts: dict[str, Any] = dict(inc.facts)
+    ctx = {"script": script_name(inc.facts), "rerun": rerun_command(inc.facts), **facts}
     for key, tmpl in rule.facts.items():
-        inc.facts.setdefault(key, fill_text(tmpl, ctx))
-    inc.guide = {key: fill_text(getattr(rule.guide, key), ctx, markdown=True) for key, _ in SECTIONS}
-    inc.commands = [fill_text(c, ctx) for c in rule.commands]
-    inc.references = list(rule.references)
-    inc.retry = inc.facts.get("retry") if inc.facts.get("retry") in RETRY_LINES else None
-    head = [RETRY_LINES[inc.retry]] if inc.retry else []
-    inc.fix = "\n\n".join([*head, *(f"{title}: {inc.guide[key]}" for key, title in SECTIONS)])
+        facts.setdefault(key, fill_text(tmpl, ctx))
+    guide = {key: fill_text(getattr(rule.guide, key), ctx, markdown=True) for key, _ in SECTIONS}
+    commands = applicable([fill_text(c, ctx) for c in rule.commands], inc.facts, notebook_env)
+    libraries = (None, *inc.facts.get("libraries", ()))
+    retry = facts.get("retry")
+    return inc.model_copy(
+        update={
+            "facts": facts,
+            "guide": guide,
+            "commands": commands,
+            "references": [url for url in rule.references if library_of(url) in libraries],
+            "retry": retry if retry in RETRY_VALUES else None,
+        }
+    )
+
+
+def notebook_env(pairs: list[tuple[str, str]]) -> str:
+    """An environment-variable command in a notebook's form (knowledge/_phrases.j2's `notebook_env`)."""
+    phrases: Any = guide_environment().globals["phrase"]
+    return str(phrases.notebook_env(pairs))

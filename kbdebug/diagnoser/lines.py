@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kbdebug.diagnosis import Diagnosis
+from kbdebug.diagnosis import Incident
+from kbdebug.frames import frame_needle
 
 CONTEXT = 2  # lines kept before and after each record
 MAX_SHOWN = 14  # lines of one record shown before the rest is summarised
 
 
-def keep_context(diag: Diagnosis, lines: Iterable[tuple[int, str]]) -> Diagnosis:
-    """Keep the scanned lines near each incident's records, so renderers can show them in context, and the
+def lines_near(incidents: list[Incident], lines: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """The scanned lines near each incident's records, so renderers can show them in context, and the
     user's own frame (`File "train.py", line 42` and its code line) wherever it is in the log."""
+    kept: dict[int, str] = {}
     wanted: set[int] = set()
-    frames = {needle for inc in diag.incidents if (needle := frame_needle(inc.facts))}
-    for inc in diag.incidents:
+    frames = {needle for inc in incidents if (needle := frame_needle(inc.facts))}
+    for inc in incidents:
         for rec in inc.records:
             last = min(rec.last_line or rec.first_line, rec.first_line + MAX_SHOWN)
             wanted.update(range(rec.first_line - CONTEXT, last + CONTEXT + 1))
@@ -24,18 +26,9 @@ def keep_context(diag: Diagnosis, lines: Iterable[tuple[int, str]]) -> Diagnosis
     code_next = False
     for no, text in lines:
         if no in wanted or code_next:
-            diag.lines[no] = text
+            kept[no] = text
         code_next = False
         if frames and any(needle in text for needle in frames):
-            diag.lines[no] = text
+            kept[no] = text
             code_next = True  # Python prints the frame's source line under it
-    return diag
-
-
-def frame_needle(facts: dict) -> str:
-    """How the innermost user frame appears in a traceback: `"PATH", line N`."""
-    frame = facts.get("innermost_user_frame")
-    if not isinstance(frame, str) or ":" not in frame:
-        return ""
-    path, _, line = frame.rpartition(":")
-    return f'"{path}", line {line}' if line.isdigit() else ""
+    return kept

@@ -5,9 +5,10 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence, Set
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
-from kbdebug.diagnosis import Consequence, Diagnosis, FirstFailure, Incident
+from kbdebug.diagnosis import Consequence, FirstFailure, Incident
+from kbdebug.facts import Facts, merge
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
 from kbdebug.kb.patterns import Pattern, compile_pattern
@@ -194,7 +195,9 @@ def _best_rules(records: list[Record], kb: KnowledgeBase) -> list[tuple[Rule, Ma
     return out
 
 
-def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-") -> Diagnosis:
+def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]:
+    """The match stage: which rule each record is evidence for, one incident per rule with its records' facts
+    (`retry` from the match that found it), consequences folded into their causes, root cause first."""
     incidents: dict[str, Incident] = {}
     captures: dict[str, dict[str, str]] = {}
     strong: set[str] = set()  # incidents with evidence of their own, not only a weak match
@@ -229,11 +232,11 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.first_failure = first_failure(inc.records)
         # the Python exception the user saw names the error; C++ and CUDA records add what it lacks
         for rec in sorted(inc.records, key=lambda r: _fact_rank(r) + (0.5 if id(r) in secondary else 0)):
-            for key, val in rec.facts().items():
-                if not (key == "error_message" and id(rec) in locators):
-                    inc.facts.setdefault(key, val)
-        for key, val in captures.get(inc.rule, {}).items():
-            inc.facts.setdefault(key, val)
+            said = rec.facts()
+            if id(rec) in locators:  # it gives the error its frames, never a message
+                said.pop("error_message", None)
+            inc.facts = merge({"records": said}, inc.facts)
+        inc.facts = merge({"records": cast(Facts, captures.get(inc.rule, {}))}, inc.facts)  # a rule's own named groups
     roots = _fold_consequences(list(incidents.values()), kb, {i for i in incidents if i not in strong})
     # device evidence first (it is the cause of what follows); the catch-all only after every named cause
     # a warning, or an exception another was raised while handling, is never the root of a later error's incident
@@ -251,8 +254,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase, source: str = "-"
         inc.confidence = round(min(0.99, inc.confidence + 0.02 * len(inc.consequences)), 2)
         inc.facts.setdefault("retry", root_rule.retry)
         inc.checks = list(root_rule.checks)
-        inc.commands = list(root_rule.commands)
-    return Diagnosis(source=source, incidents=roots)
+    return roots
 
 
 def _secondary(records: list[Record]) -> set[int]:
@@ -365,10 +367,7 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[s
         cause = min(causes, key=lambda i: (0 if i.device_evidence else 1, i.first_line))
         folded.add(inc.rule)
         ranks = sorted({r.rank for r in inc.records if r.rank is not None})
-        summary = f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_list(ranks)}: {_summary(inc)}" if ranks else _summary(inc)
-        cause.consequences.append(
-            Consequence(rule=inc.rule, title=inc.title, first_line=inc.first_line, summary=summary, ranks=ranks, facts=inc.facts)
-        )
+        cause.consequences.append(Consequence(rule=inc.rule, title=inc.title, first_line=inc.first_line, ranks=ranks, facts=inc.facts))
         # what surfaced the cause on its own rank completes it (the exception type, the user's frame);
         # another rank's timeout facts (op, seq) are that rank's and stay in its consequence
         cause_ranks = {r.rank for r in cause.records if r.rank is not None}
@@ -377,8 +376,7 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[s
             cause.first_failure = earlier(cause.first_failure, inc.first_failure)
         for rec in inc.records:
             if not cause_ranks or rec.rank is None or rec.rank in cause_ranks:
-                for key, val in rec.facts().items():
-                    cause.facts.setdefault(key, val)
+                cause.facts = merge({"records": rec.facts()}, cause.facts)
     return [i for i in incidents if i.rule not in folded]
 
 
@@ -400,36 +398,3 @@ def earlier(a: FirstFailure, b: FirstFailure) -> FirstFailure:
     """The earlier of two first failures (of two ranks, or of two inputs of one job)."""
     first = earliest([Stamp(a.time, a.at), Stamp(b.time, b.at)])
     return a if first == Stamp(a.time, a.at) else b
-
-
-def rank_list(ranks: list[int]) -> str:
-    """`[0, 1, 2, 4, 5, 6, 7]` -> `0-2,4-7`."""
-    out: list[str] = []
-    start = prev = None
-    for r in [*ranks, None]:
-        if r is not None and prev is not None and r == prev + 1:
-            prev = r
-            continue
-        if start is not None:
-            out.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = r
-    return ",".join(out)
-
-
-_EVENTS = {
-    "watchdog_timeout": "NCCL watchdog timeout",
-    "watchdog_exception": "NCCL watchdog exception",
-    "aborted": "NCCL communicator aborted",
-    "failure": "NCCL error",
-}
-
-
-def _summary(inc: Incident) -> str:
-    f = inc.facts
-    if f.get("nccl_event") in _EVENTS and not f.get("error_message"):
-        return _EVENTS[f["nccl_event"]] + (f" ({f['op_type']} SeqNum {f['seq_num']})" if f.get("op_type") and f.get("seq_num") else "")
-    for key in ("error_message", "cuda_error", "cublas_status", "cudnn_status"):
-        if f.get(key):
-            head = f"{f['error_type']}: " if key == "error_message" and f.get("error_type") else ""
-            return f"{head}{f[key]}"
-    return inc.title

@@ -9,18 +9,25 @@ varies between runs, ranks or pastes of it:
   timestamp and quoted name masked (so `index 26 ... size 23` and `index 31 ... size 19` group);
 - the user's frame as file name and function: never a line number, a directory, a rank or a pid.
 
+A rule may say what makes two of its crashes the same (`signature = ["fact", ...]` in its rule.toml): its
+site is then those facts' values, masked the same way.
+
 `signature_key` is that text, readable; `signature` its first 12 hex digits of SHA-1. Two incidents
-with the same signature are the same crash as far as the log can tell.
+with the same signature are the same crash as far as the log can tell. `SIGNATURE_VERSION` says how they are
+built: a crash service stores it with every signature and regroups what it holds when it changes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import cast
 
-from kbdebug.diagnosis import Diagnosis
+from kbdebug.diagnosis import Incident
+from kbdebug.facts import Facts
 from kbdebug.frames import basename
+from kbdebug.kb.model import Rule
 
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\S*"), "<time>"),
@@ -35,6 +42,10 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
 # Only the head of a message identifies it: a paste wrapped or cut further on still groups with the original.
 MESSAGE_CHARS = 56
 
+# Raised whenever what a signature is built from changes: the crash service stores it with every report
+# and regroups the reports signed by another version when it starts (kbdebug/server/db.py), never silently.
+SIGNATURE_VERSION = 1
+
 
 def normalise_message(message: str) -> str:
     """The message with whatever differs between two runs of the same crash masked."""
@@ -44,7 +55,7 @@ def normalise_message(message: str) -> str:
     return text[:MESSAGE_CHARS].strip()
 
 
-def _user_frame(facts: dict[str, Any]) -> str:
+def _user_frame(facts: Facts) -> str:
     frame = str(facts.get("innermost_user_frame") or "")
     if not frame:
         return ""
@@ -53,7 +64,7 @@ def _user_frame(facts: dict[str, Any]) -> str:
     return f"{file}:{function}" if function else file
 
 
-def _site(facts: dict[str, Any]) -> str:
+def _site(facts: Facts) -> str:
     if facts.get("assertion") is not None and facts.get("kernel_file"):
         return f"{facts['kernel_file']} `{' '.join(str(facts['assertion']).split())}`"
     if facts.get("check") and facts.get("tool"):
@@ -81,8 +92,10 @@ def _site(facts: dict[str, Any]) -> str:
     return normalise_message(str(message))
 
 
-def signature_key(rule: str, facts: dict[str, Any]) -> str:
-    parts = [rule, _site(facts)]
+def signature_key(rule: str, facts: Facts, site: Sequence[str] = ()) -> str:
+    """`rule | site | at file:function`; `site`, the facts a rule declares its site is built from."""
+    said = " ".join(normalise_message(str(v)) for name in site if (v := cast(Mapping[str, object], facts).get(name)) is not None)
+    parts = [rule, said or _site(facts)]
     frame = _user_frame(facts)
     if frame:
         parts.append(f"at {frame}")
@@ -93,9 +106,7 @@ def signature(key: str) -> str:
     return hashlib.sha1(key.encode("utf-8")).hexdigest()[:12]
 
 
-def sign(diag: Diagnosis) -> Diagnosis:
-    """Give every incident its signature, once its facts are final."""
-    for inc in diag.incidents:
-        inc.signature_key = signature_key(inc.rule, inc.facts)
-        inc.signature = signature(inc.signature_key)
-    return diag
+def signed(inc: Incident, rule: Rule | None = None) -> Incident:
+    """The incident with its signature, once its facts are final (its rule may say what its site is)."""
+    key = signature_key(inc.rule, inc.facts, rule.signature if rule is not None else ())
+    return inc.model_copy(update={"signature_key": key, "signature": signature(key)})

@@ -26,15 +26,22 @@ class RuleFileError(ValueError):
 @dataclass
 class KnowledgeBase:
     rules: list[Rule] = field(default_factory=list)
+    by_id: dict[str, Rule] = field(default_factory=dict)  # the same rules by id: each stage looks its rule up once
     sources: dict[str, Path] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # one line per broken user rule file
     replaced: list[str] = field(default_factory=list)  # one line per user rule that replaces a bundled one
 
     def get(self, rule_id: str) -> Rule | None:
-        for rule in self.rules:
-            if rule.id == rule_id:
-                return rule
-        return None
+        return self.by_id.get(rule_id)
+
+    def add(self, rule: Rule) -> Rule | None:
+        """Add a rule, replacing the one of its id (returned)."""
+        old = self.by_id.pop(rule.id, None)
+        if old is not None:
+            self.rules.remove(old)
+        self.rules.append(rule)
+        self.by_id[rule.id] = rule
+        return old
 
     def tagged(self, rule_id: str, tag: str) -> bool:
         """Whether the rule says it is of a kind (`fallback`, `async`, `collective`): code asks, never names ids."""
@@ -162,25 +169,20 @@ _MEMO: dict[str, KnowledgeBase] = {}
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     """Bundled rules, then KBDEBUG_KNOWLEDGE, then --kb dirs; a later rule replaces one with its id.
 
-    Parsing and validating 30-odd TOML files is a tenth of a cold `kbdebug explain`, so the
-    validated result is cached, keyed by the bytes of every rule file (an edit is seen at once).
+    Parsing and validating 50-odd TOML files is a tenth of a cold `kbdebug explain`, so the validated
+    result is cached, keyed by the size and time of change of every file a rule is read from (one stat
+    each: an edit is seen at once; reading them all for the key cost more than unpickling the result).
     """
-    files: list[tuple[Path, bytes]] = []
+    paths: list[Path] = []
     for directory in rule_dirs(extra):
         if not directory.is_dir():
             raise RuleFileError(f"{directory}: rule directory does not exist")
-        for path in rule_paths(directory):
-            try:
-                files.append((path, path.read_bytes()))
-            except OSError as exc:
-                raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        paths += rule_paths(directory)
     digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
-    for path, data in files:
-        digest.update(f"\0{path}\0{len(data)}\0".encode())
-        digest.update(data)
-        for part in rule_files(path)[1:]:  # a folder's guide is part of the rule: by its size and time of change
+    for path in paths:
+        for part in rule_files(path):  # a folder's guide is part of the rule
             try:
-                st = part.stat()
+                st = os.stat(part)
                 digest.update(f"\0{part}\0{st.st_size}\0{st.st_mtime_ns}".encode())
             except OSError:
                 digest.update(f"\0{part}\0missing".encode())  # reported when the rule is read
@@ -188,12 +190,22 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     kb = _MEMO.get(key)
     if kb is None:
         bundled = data_dir("knowledge")
-        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(files, bundled))
+        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(_read(paths), bundled))
         for line in kb.skipped:  # once per process and set of files, not once per diagnosed log
             print(f"kbdebug: warning: rule skipped: {line}", file=sys.stderr)
         for line in kb.replaced:  # allowed (a user's own wording of a cause), never silent
             print(f"kbdebug: note: {line}", file=sys.stderr)
     return kb
+
+
+def _read(paths: list[Path]) -> list[tuple[Path, bytes]]:
+    files = []
+    for path in paths:
+        try:
+            files.append((path, path.read_bytes()))
+        except OSError as exc:
+            raise RuleFileError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return files
 
 
 def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
@@ -207,12 +219,10 @@ def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
                 raise
             kb.skipped.append(str(exc))
             continue
-        old = kb.get(rule.id)
+        old = kb.add(rule)
         if old is not None:
-            kb.rules.remove(old)
             if bundled in kb.sources.get(rule.id, path).parents and bundled not in path.parents:
                 kb.replaced.append(f"{path} replaces the bundled rule {rule.id!r}")
-        kb.rules.append(rule)
         kb.sources[rule.id] = path
     _expand_groups(kb)
     return kb

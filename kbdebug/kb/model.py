@@ -6,31 +6,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from kbdebug.facts import declared_by
 from kbdebug.kb.layout import read_examples
 from kbdebug.kb.patterns import check_pattern
 from kbdebug.phrases import canonical_text, may_hold, required_texts
+from kbdebug.records import record_field_names, record_kinds
 
 # A cached knowledge base is only unpickled, never validated, so a rule model's schema is built only
 # where a rule is validated (an uncached load, `rules lint`) or dumped (`rules show`).
 _CONFIG = ConfigDict(extra="forbid", defer_build=True)
-
-RecordKind = Literal[
-    "kernel_assert",
-    "exception",
-    "cuda_error",
-    "cpp_exception",
-    "sanitizer",
-    "sanitizer_summary",
-    "oom",
-    "library_error",
-    "nccl",
-    "elastic_failure",
-    "message",
-    "arch_warning",
-    "process_exit",
-    "job_event",
-]
 
 
 # What rerunning the job does (rule-ids.md): "no" a bug in code or data fails the same way again; "smaller"
@@ -38,13 +24,6 @@ RecordKind = Literal[
 # infrastructure failed, rerun as is (preferably elsewhere); "after-install" the environment is broken.
 Retry = Literal["no", "smaller", "yes", "after-install"]
 RETRY_VALUES: tuple[str, ...] = ("no", "smaller", "yes", "after-install")
-# ... said once at the top of every guide, in one place for all formats (and the joined `fix` text).
-RETRY_LINES = {
-    "no": "Rerun: no — a bug in code or data fails the same way again.",
-    "smaller": "Rerun: with less — out of a resource: rerun with less memory, batch, workers or shm, or on a larger machine.",
-    "yes": "Rerun: yes — the infrastructure failed, not the job: rerun as is, preferably on another node.",
-    "after-install": "Rerun: after fixing the environment — install or rebuild what is missing, then rerun.",
-}
 
 
 class Match(BaseModel):
@@ -57,7 +36,7 @@ class Match(BaseModel):
 
     model_config = _CONFIG
 
-    kind: RecordKind
+    kind: str  # a record kind (kbdebug.records.record_kinds: the one list of them)
     fields: dict[str, str] = {}
     absent: dict[str, str] = {}
     confidence: float = Field(0.8, ge=0.0, le=1.0)
@@ -88,6 +67,25 @@ class Match(BaseModel):
     def may_find(self, pattern: str, text: str) -> bool:
         """False only where `pattern` cannot match `text`: it lacks every text a match must hold."""
         return may_hold((self._needs or {}).get(pattern), text)
+
+    @field_validator("kind")
+    @classmethod
+    def _a_record_kind(cls, value: str) -> str:
+        kinds = record_kinds()
+        if value not in kinds:
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": ", ".join(repr(k) for k in kinds)})
+        return value
+
+    @model_validator(mode="after")
+    def _fields_of_the_kind(self) -> Match:
+        """A field the record kind has not never matches: a typo would silently never fire."""
+        have = record_field_names(self.kind)
+        message_values = declared_by("message")
+        for name in (*self.fields, *self.absent):
+            head, _, rest = name.partition(".")
+            if head not in have or (head == "values" and rest and rest not in message_values):
+                raise ValueError(f"{name!r} is not a field of a {self.kind!r} record (its fields: {', '.join(sorted(have))})")
+        return self
 
     @field_validator("fields", "absent")
     @classmethod
@@ -180,6 +178,9 @@ class Rule(BaseModel):
     checks: list[str] = []
     commands: list[str] = []
     facts: dict[str, str] = {}
+    # What makes two of this rule's crashes the same (kbdebug.diagnoser.signature): the facts its signature's
+    # site is built from, in order (`["kernel_file", "assertion"]`); empty: the site kbdebug reads for any rule.
+    signature: list[str] = []
     guide: Guide
     references: list[str] = []
     # a single-file rule's [examples]; a rule folder's are files in its examples/, read when asked for

@@ -5,25 +5,28 @@ editor numbers them) and its raw text, so a diagnosis can always point back at t
 
 The kinds of one family share a module (sanitizer.py, distributed.py, job.py; the Python and CUDA
 errors and the message templates here), and this package's namespace holds them all: a reader imports
-`kbdebug.records`, and each kind declares the facts it says beside its fields (base.Record.FACTS).
+`kbdebug.records`, and each kind declares the facts it says beside its fields (kbdebug.facts declares which).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from functools import cache
+from typing import Annotated, Literal, cast, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from kbdebug.facts import Facts
 from kbdebug.frames import basename, is_library_path
 from kbdebug.records.base import Record, Triple
 from kbdebug.records.distributed import ElasticFailure, NcclEvent
 from kbdebug.records.job import JobEvent, ProcessExit
 from kbdebug.records.sanitizer import SanitizerFrame, SanitizerReport, SanitizerSummary
-from kbdebug.shapes import SHAPE_FACTS, relation, shape_facts, shapes_in
+from kbdebug.shapes import relation, shape_facts, shapes_in
 from kbdebug.values import size_bytes
 
 __all__ = [
+    "AnyRecord",
     "ElasticFailure",
     "JobEvent",
     "NcclEvent",
@@ -40,19 +43,6 @@ class KernelAssert(Record):
     """`FILE:LINE: FUNC: block: [..], thread: [..] Assertion `COND` failed.`, grouped over threads."""
 
     kind: Literal["kernel_assert"] = "kernel_assert"
-    FACTS = (
-        "kernel_file",
-        "kernel_line",
-        "assertion",
-        "kernel_path",
-        "kernel_function",
-        "assert_lines",
-        "distinct_blocks",
-        "distinct_threads",
-        "first_block",
-        "first_thread",
-        "assert_message",
-    )
     path: str
     kernel_file: str
     kernel_line: int | None = None
@@ -66,8 +56,9 @@ class KernelAssert(Record):
     distinct_blocks: int = 1
     distinct_threads: int = 1
 
-    def facts(self) -> dict[str, Any]:
-        f = super().facts() | {
+    def facts(self) -> Facts:
+        f = super().facts()
+        f |= {
             "kernel_file": self.kernel_file,
             "kernel_line": self.kernel_line,
             "assertion": self.condition,
@@ -87,6 +78,8 @@ class KernelAssert(Record):
 
 
 class Frame(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built with the first traceback read (see Record)
+
     file: str
     line: int | None = None
     function: str | None = None
@@ -97,18 +90,6 @@ class PyException(Record):
     """A Python traceback, or a lone `Type: message` line when the frames were not pasted."""
 
     kind: Literal["exception"] = "exception"
-    FACTS = (
-        "error_message",
-        "error_type",
-        "innermost_user_frame",
-        "user_code",
-        "user_function",
-        "raised_at",
-        "raised_code",
-        "shapes",
-        "worker",
-        *SHAPE_FACTS,
-    )
     exc_type: str
     message: str
     frames: list[Frame] = []
@@ -189,7 +170,7 @@ class PyException(Record):
                 return frame.code
         return None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         f = super().facts() | {"error_message": self.message.split("\n")[0].strip()}
         if self.worker is not None:
             f["worker"] = self.worker
@@ -220,7 +201,6 @@ class CudaError(Record):
     """Host-side CUDA error text: `CUDA error: ...`, legacy `cuda runtime error (N)`, THCudaCheck."""
 
     kind: Literal["cuda_error"] = "cuda_error"
-    FACTS = ("cuda_error", "async_hint", "cuda_error_name", "cuda_error_code", "kernel_file", "kernel_line", "error_type", "error_message")
     error: str
     error_name: str | None = None
     code: int | None = None
@@ -231,7 +211,7 @@ class CudaError(Record):
     blocking_hint: bool = False
     legacy: bool = False
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         f = super().facts() | {"cuda_error": self.error, "async_hint": self.async_hint}
         if self.error_name:
             f["cuda_error_name"] = self.error_name
@@ -239,7 +219,7 @@ class CudaError(Record):
             f["cuda_error_code"] = self.code
         native = self.at_file and re.search(r"\.(?:cuh?|c|cpp)$", self.at_file)
         if self.legacy and native and not (self.error_name or "").startswith("cuda error"):
-            f.update(kernel_file=basename(self.at_file or ""), kernel_line=self.at_line)
+            f["kernel_file"], f["kernel_line"] = basename(self.at_file or ""), self.at_line
         if self.error_name and self.error_name.startswith("cuda error"):
             f["error_type"] = self.error_name
             f["error_message"] = self.error
@@ -250,7 +230,6 @@ class CppException(Record):
     """`terminate called after throwing ...`, `what():` and `Exception raised from ...` blocks."""
 
     kind: Literal["cpp_exception"] = "cpp_exception"
-    FACTS = ("error_type", "error_message", "raised_from")
     exc_type: str | None = None
     what: str | None = None
     raised_from: str | None = None
@@ -258,7 +237,7 @@ class CppException(Record):
     raised_line: int | None = None
     frames: int = 0
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         f = super().facts()
         if self.exc_type:
             f["error_type"] = self.exc_type
@@ -273,7 +252,6 @@ class Oom(Record):
     """A CUDA out-of-memory message; figures kept as printed (`2.00 GiB`)."""
 
     kind: Literal["oom"] = "oom"
-    FACTS = ("error_type", "fragmented")
     FIELD_FACTS = (
         "tried_to_allocate",
         "total_capacity",
@@ -303,7 +281,7 @@ class Oom(Record):
     reserved_but_unallocated: str | None = None
     private_pools: str | None = None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         f = super().facts() | self._fields(*self.FIELD_FACTS)
         if self.exc_type:
             f["error_type"] = self.exc_type
@@ -318,16 +296,22 @@ class LibraryError(Record):
     """`CUBLAS_STATUS_*` / `CUDNN_STATUS_*` failures and the call that returned them."""
 
     kind: Literal["library_error"] = "library_error"
-    FACTS = tuple(f"{lib}_{what}" for lib in ("cublas", "cudnn") for what in ("status", "call"))  # `{library}_status`
     library: Literal["cublas", "cudnn"]
     status: str
     call: str | None = None
     message: str
 
-    def facts(self) -> dict[str, Any]:
-        f = super().facts() | {f"{self.library}_status": self.status}
-        if self.call:
-            f[f"{self.library}_call"] = re.split(r"[(\s]", self.call.strip())[0]
+    def facts(self) -> Facts:
+        f = super().facts()
+        call = re.split(r"[(\s]", self.call.strip())[0] if self.call else None
+        if self.library == "cublas":
+            f["cublas_status"] = self.status
+            if call:
+                f["cublas_call"] = call
+        else:
+            f["cudnn_status"] = self.status
+            if call:
+                f["cudnn_call"] = call
         return f
 
 
@@ -337,21 +321,6 @@ class TorchMessage(Record):
     kind: Literal["message"] = "message"
     # and the values messages.lark reads (each named after the field it fills), and those its reader
     # derives from them (kbdebug/parse/readers/messages.py: _DERIVED, _calling_op)
-    FACTS = (
-        "message_template",
-        "shapes",
-        "shape_relation",
-        *SHAPE_FACTS,
-        "op",
-        "extra_singleton_dim",
-        "flattened_classes",
-        "view_numel",
-        "view_infers",
-        "inplace_writes",
-        "last_op",
-        "signal",
-    )
-    FACTS_FROM_GRAMMAR = "messages"
     template: str
     text: str
     values: dict[str, str | int | float | bool | list[int] | None] = {}
@@ -366,8 +335,10 @@ class TorchMessage(Record):
             return relation(self.input_shape, self.target_shape)
         return relation(self.shapes[0], self.shapes[1]) if len(self.shapes) == 2 else None
 
-    def facts(self) -> dict[str, Any]:
-        f = super().facts() | {"message_template": self.template} | dict(self.values)
+    def facts(self) -> Facts:
+        f = super().facts()
+        f["message_template"] = self.template
+        f |= cast(Facts, self.values)  # each value a grammar rule named after its declared fact (tests/test_facts_typed.py)
         if self.shapes:
             f["shapes"] = self.shapes
         f |= shape_facts(self.input_shape, self.target_shape)
@@ -378,12 +349,11 @@ class TorchMessage(Record):
 
 class ArchWarning(Record):
     kind: Literal["arch_warning"] = "arch_warning"
-    FACTS = ("gpu_name", "device_capability", "supported_archs")
     gpu_name: str
     device_capability: str
     supported_archs: list[str] = []
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         return super().facts() | {
             "gpu_name": self.gpu_name,
             "device_capability": self.device_capability,
@@ -408,3 +378,27 @@ AnyRecord = Annotated[
     | JobEvent,
     Field(discriminator="kind"),
 ]
+
+
+@cache
+def record_classes() -> dict[str, type[Record]]:
+    """Each record kind's class, read off `AnyRecord`'s members: the one list of record kinds."""
+    union = get_args(AnyRecord)[0]
+    return {cls.model_fields["kind"].default: cls for cls in get_args(union)}
+
+
+def record_kinds() -> tuple[str, ...]:
+    """The kinds of record a rule's match may name (`kind = "exception"`)."""
+    return tuple(record_classes())
+
+
+def record_field_names(kind: str) -> frozenset[str]:
+    """What a rule's match may read off a record of `kind`: its fields and its properties (`folded_message`)."""
+    cls = record_classes()[kind]
+    props = {
+        name
+        for klass in cls.__mro__
+        for name, value in vars(klass).items()
+        if isinstance(value, property) and not name.startswith(("_", "model_"))
+    }
+    return frozenset(cls.model_fields) | frozenset(props)

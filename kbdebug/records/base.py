@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from kbdebug.facts import Facts, declared_by
 from kbdebug.stamps import Stamp
 
 Triple = tuple[int, int, int]
@@ -27,20 +28,18 @@ class Record(BaseModel):
     time: Stamp | None = None  # the time its line was stamped with (a launcher's or logger's prefix): who failed first
     if TYPE_CHECKING:  # each record type declares its own Literal `kind`, the union's discriminator
         kind: str
-    # The facts this kind says (`facts()`), declared beside it: `rules lint` checks guide variables against
-    # these names, and tests/test_fact_declarations.py that `facts()` says nothing undeclared.
-    FACTS: ClassVar[tuple[str, ...]] = ("rank",)
-    # Fields said under their own names when set (`self._fields(*FIELD_FACTS)`); declared facts too.
+    # Fields said under their own names when set (`self._fields(*FIELD_FACTS)`), each a declared fact.
     FIELD_FACTS: ClassVar[tuple[str, ...]] = ()
-    # A kind whose facts include the values a grammar reads (`TorchMessage.values`) names that grammar.
-    FACTS_FROM_GRAMMAR: ClassVar[str | None] = None
 
     @classmethod
     def declared_facts(cls) -> frozenset[str]:
-        """Every fact this kind may say: its own declaration and those of the kinds it extends."""
-        return frozenset(name for c in cls.__mro__ for key in ("FACTS", "FIELD_FACTS") for name in c.__dict__.get(key, ()))
+        """Every fact this kind may say: the facts kbdebug.facts declares it (or every record) produces.
+        `rules lint` checks guide variables against these names, tests/test_facts_typed.py that `facts()`
+        says nothing else and nothing of another type."""
+        kind = cls.model_fields["kind"].default if "kind" in cls.model_fields else "records"
+        return declared_by(kind)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         """The facts of rule-ids.md this record carries; each record kind says its own."""
         return {} if self.rank is None else {"rank": self.rank}
 
@@ -48,6 +47,6 @@ class Record(BaseModel):
         """The rank whose failure this record reports: the rank that printed it, unless it names another."""
         return self.rank
 
-    def _fields(self, *names: str) -> dict[str, Any]:
+    def _fields(self, *names: str) -> Facts:
         """The named fields that are set, under their own names."""
-        return {n: v for n in names if (v := getattr(self, n)) is not None}
+        return {n: v for n in names if (v := getattr(self, n)) is not None}  # type: ignore[return-value]  # FIELD_FACTS are declared

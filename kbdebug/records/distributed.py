@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, field_validator
 
+from kbdebug.facts import Facts
 from kbdebug.records.base import Record
 from kbdebug.records.job import signal_of_status
 from kbdebug.stamps import parse_stamp
@@ -14,7 +15,6 @@ from kbdebug.stamps import parse_stamp
 class NcclEvent(Record):
     kind: Literal["nccl"] = "nccl"
     FIELD_FACTS = ("op_type", "seq_num", "timeout_ms", "ran_for_ms", "nccl_error")
-    FACTS = (*FIELD_FACTS, "nccl_event")
     event: Literal["watchdog_timeout", "failure", "aborted", "watchdog_exception"]
     text: str
     op_type: str | None = None
@@ -23,7 +23,7 @@ class NcclEvent(Record):
     ran_for_ms: int | None = None
     nccl_error: str | None = None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         return super().facts() | self._fields(*self.FIELD_FACTS) | {"nccl_event": self.event}
 
 
@@ -31,7 +31,6 @@ class ElasticFailure(Record):
     """One row of torch.distributed.elastic's `Root Cause` / `Other Failures` table."""
 
     kind: Literal["elastic_failure"] = "elastic_failure"
-    FACTS = ("local_rank", "exitcode", "host", "time", "exit_code", "signal")
     root: bool
     failed_rank: int | None = None
     local_rank: int | None = None
@@ -50,7 +49,7 @@ class ElasticFailure(Record):
     def failed_rank_of(self) -> int | None:
         return self.failed_rank if self.failed_rank is not None else self.rank
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         f = super().facts() | self._fields("local_rank", "exitcode", "host")
         if self.exitcode is not None:  # torchrun's -9 is the worker's signal; a positive code its own exit
             f["exit_code"] = self.exitcode

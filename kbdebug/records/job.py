@@ -3,8 +3,9 @@ scheduler or `kbdebug run` itself reports. One vocabulary whoever reports it, so
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
+from kbdebug.facts import Facts
 from kbdebug.records.base import Record
 
 # The signals a job dies of, by number (Linux), and the name a log may print instead.
@@ -34,9 +35,8 @@ class ProcessExit(Record):
     pid: int | None = None
     command: str | None = None  # what the shell ran (`python train.py`), when it says
     FIELD_FACTS = ("signal", "exit_code", "pid", "command")
-    FACTS = ("exit_reporter",)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         return super().facts() | self._fields(*self.FIELD_FACTS) | {"exit_reporter": self.reporter}
 
 
@@ -105,7 +105,6 @@ class JobEvent(Record):
 
     kind: Literal["job_event"] = "job_event"
     FIELD_FACTS = ("pid", "process", "xid", "pci", "job_id", "node", "reason", "signal", "task")
-    FACTS = ("job_event", "event_text")
     event: str
     source: Literal["kernel", "scheduler", "glibc", "dataloader", "launcher"]
     text: str = ""
@@ -120,7 +119,7 @@ class JobEvent(Record):
     events: int | None = None
     task: int | None = None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         f = super().facts() | self._fields(*self.FIELD_FACTS)
         f["job_event"] = self.event
         if self.text:

@@ -3,15 +3,18 @@ access), and the tool's closing summary."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
+from kbdebug.facts import Facts
 from kbdebug.frames import basename
 from kbdebug.records.base import Record, Triple
 
 
 class SanitizerFrame(BaseModel):
+    model_config = ConfigDict(defer_build=True)  # built with the first sanitizer report (see Record)
+
     function: str | None = None
     file: str | None = None
     line: int | None = None
@@ -34,20 +37,6 @@ class SanitizerReport(Record):
         "api_error",
         "api_call",
         "severity",
-    )
-    FACTS = (
-        "tool",
-        "check",
-        "category",
-        *FIELD_FACTS,
-        "kernel_name",
-        "pc_offset",
-        "kernel_file",
-        "kernel_line",
-        "kernel_path",
-        "first_thread",
-        "first_block",
-        "error_message",
     )
     tool: Literal["compute-sanitizer", "cuda-memcheck"] | None = None
     check: Literal["memcheck", "racecheck", "initcheck", "synccheck", "leakcheck"]
@@ -74,15 +63,16 @@ class SanitizerReport(Record):
     device_frames: list[SanitizerFrame] = []
     host_frames: list[SanitizerFrame] = []
 
-    def facts(self) -> dict[str, Any]:
-        f = super().facts() | {"tool": self.tool, "check": self.check, "category": self.category}
+    def facts(self) -> Facts:
+        f = super().facts()
+        f |= {"tool": self.tool, "check": self.check, "category": self.category}
         f |= self._fields(*self.FIELD_FACTS)
         if self.function is not None:
             f["kernel_name"] = self.function
         if self.pc is not None:
             f["pc_offset"] = self.pc
         if self.file:
-            f.update(kernel_file=basename(self.file), kernel_line=self.line, kernel_path=self.file)
+            f["kernel_file"], f["kernel_line"], f["kernel_path"] = basename(self.file), self.line, self.file
         if self.thread is not None:
             f["first_thread"] = list(self.thread)
         if self.block is not None:
@@ -95,14 +85,13 @@ class SanitizerReport(Record):
 class SanitizerSummary(Record):
     kind: Literal["sanitizer_summary"] = "sanitizer_summary"
     FIELD_FACTS = ("tool", "leaked_bytes", "leaked_allocations")
-    FACTS = ("error_summary_count", "check")
     tool: str | None = None
     errors: int | None = None
     hazards: int | None = None
     leaked_bytes: int | None = None
     leaked_allocations: int | None = None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> Facts:
         """A leak summary is the leak check's own report: when only the summary was pasted it is the evidence."""
         f = super().facts() | self._fields(*self.FIELD_FACTS)
         if self.errors is not None:

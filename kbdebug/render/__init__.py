@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
 import jinja2
 
-from kbdebug.diagnoser.guides import SECTIONS, bytecode_cache, code_span
+from kbdebug._resources import output_formats
 from kbdebug.diagnosis import Diagnosis
-from kbdebug.kb.model import RETRY_LINES
+from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.render import markup
 from kbdebug.render.evidence import evidence, split_highlight
 from kbdebug.render.tensors import tensor_rows
+from kbdebug.render.words import consequence_summary, incident_json, retry_line
+from kbdebug.templating import bytecode_cache, code_span
 
-FORMATS = ("text", "markdown", "json", "html")
+FORMATS = output_formats()  # a format is its templates: report.NAME.j2 and summary.NAME.j2 (kbdebug._resources)
 
 
 @cache
@@ -58,50 +61,52 @@ def _md_inline(text: str) -> str:
 JSON_SCHEMA_VERSION = 1
 
 
-def _json_object(diag: Diagnosis) -> dict[str, Any]:
-    return {"schema_version": JSON_SCHEMA_VERSION, **diag.to_json()}
+def json_object(diag: Diagnosis) -> dict[str, Any]:
+    """A diagnosis as docs/json.md's contract says it."""
+    data = diag.model_dump(mode="json", exclude={"lines", "incidents"})
+    incidents = [incident_json(i) for i in diag.incidents]
+    return {"schema_version": JSON_SCHEMA_VERSION, "source": data.pop("source"), "incidents": incidents, **data}
 
 
-def json_line(diag: Diagnosis) -> str:
-    """One diagnosis as one line of JSON: the form of several inputs, one object per line."""
-    return json.dumps(_json_object(diag), ensure_ascii=False) + "\n"
+def dumps(obj: Any, indent: int | None = None) -> str:
+    """JSON as kbdebug writes it: the text as is (not ASCII-escaped)."""
+    return json.dumps(obj, indent=indent, ensure_ascii=False)
 
 
-def render(diags: list[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100, part: str = "all") -> str:
+def render(diags: Sequence[Diagnosis], fmt: str = "text", color: bool = False, width: int = 100, part: str = "all") -> str:
     """The diagnoses in one format; `width` is the text format's line width (the terminal's on a TTY).
 
     `part` ("head", "body", "foot"; HTML only) lets many logs stream into one document: the head once,
     each log's sections as they are ready, the summary, then the foot."""
-    if fmt == "json":
-        if len(diags) == 1:
-            return json.dumps(_json_object(diags[0]), indent=2, ensure_ascii=False) + "\n"
-        return "".join(json_line(d) for d in diags)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    template = _env().get_template(f"{fmt}.j2")
+    template = _env().get_template(f"report.{fmt}.j2")
     style = _Style(color)
     guide_text = (lambda text: markup.to_terminal(text, max(width, 40) - 2)) if color else markup.to_plain
     return template.render(
         diags=diags,
         sections=SECTIONS,
         s=style,
-        fact_rows=_fact_rows,
+        fact_rows=fact_rows,
         evidence=evidence,
         split=split_highlight,
         tensor_rows=tensor_rows,
-        retry_lines=RETRY_LINES,
+        retry_line=retry_line,
+        consequence_summary=consequence_summary,
         md_html=markup.to_html,
         md_inline_html=markup.to_html_inline,
         guide_text=guide_text,
         width=max(width, 40),
         part=part,
+        dumps=dumps,
+        json_object=json_object,
     )
 
 
 _TABLES = ("frame_tensors",)  # facts shown as their own table, not as a row
 
 
-def _fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
+def fact_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
     rows = []
     for key, val in facts.items():
         if key in _TABLES:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN, frame_needle
+from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN
 from kbdebug.diagnosis import Incident
+from kbdebug.facts import Facts
+from kbdebug.frames import frame_needle
 from kbdebug.terminals import EXC_NAME
 
 _DIGITS = re.compile(r"\d+")
@@ -47,7 +49,7 @@ def _decisive_line(kind: str, first: int, last: int, own: dict[int, str]) -> int
 _HIGHLIGHT_KEYS = ("assertion", "error_message", "cuda_error", "category")  # the root's own words, most specific first
 
 
-def _highlight(text: str, facts: dict) -> str:
+def _highlight(text: str, facts: Facts) -> str:
     for key in _HIGHLIGHT_KEYS:
         val = facts.get(key)
         if isinstance(val, str) and val and val in text:
@@ -55,21 +57,21 @@ def _highlight(text: str, facts: dict) -> str:
     return ""
 
 
-def _rank(text: str, facts: dict) -> int:
+def _rank(text: str, facts: Facts) -> int:
     """How closely a candidate line is the root's own (lower is closer): a consequence folded into the
     incident (the `device-side assert triggered` after a kernel assert) carries only a later key."""
     hl = _highlight(text, facts)
     return next((k for k, key in enumerate(_HIGHLIGHT_KEYS) if facts.get(key) == hl), len(_HIGHLIGHT_KEYS)) if hl else len(_HIGHLIGHT_KEYS)
 
 
-def _user_frame_lines(facts: dict, own: dict[int, str], first: int, last: int) -> set[int]:
+def _user_frame_lines(facts: Facts, own: dict[int, str], first: int, last: int) -> set[int]:
     """The `File "...", line N` of the innermost user frame and its code line: the user's own line stays
     among the evidence when a long traceback is cut."""
     needle = frame_needle(facts)
     return {n for no in range(first, last + 1) if needle and needle in own.get(no, "") for n in (no, no + 1)} if needle else set()
 
 
-def _user_frame_block(facts: dict, lines: dict[int, str], shown: set[int]) -> list[EvidenceLine]:
+def _user_frame_block(facts: Facts, lines: dict[int, str], shown: set[int]) -> list[EvidenceLine]:
     """The user's frame as its own block when no record's block holds it (the record is the message alone)."""
     needle = frame_needle(facts)
     at = next((no for no, text in sorted(lines.items()) if needle and needle in text), None)

@@ -1,22 +1,31 @@
 """What the service reads and writes: a posted diagnosis, the crash groups (one per root signature), one
-group with its occurrences, one report, and the occurrences over time. Queries only through SQLAlchemy."""
+group with its occurrences, one report, and the occurrences over time. Queries only through SQLAlchemy.
+
+A report is stored as the `Diagnosis` itself (its data, `model_dump`); the JSON answer and the HTML report
+are rendered from it when they are asked for, never on a post."""
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, select
+from pydantic import TypeAdapter
+from sqlalchemy import Engine, Integer, cast, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session, load_only
 
-from kbdebug.server.db import Report, Signature, utcnow
+from kbdebug.diagnoser.signature import SIGNATURE_VERSION
+from kbdebug.diagnosis import Diagnosis
+from kbdebug.records import AnyRecord
+from kbdebug.render import json_object
+from kbdebug.server.db import Report, Signature, new_ref, utcnow
 
 NEW_FOR = timedelta(hours=24)  # a group first seen this recently is marked new
 LISTED = 20  # jobs and hosts named per group; the count says how many there are
+STATUSES = ("open", "resolved", "ignored", "regressed")
+_RECORDS: TypeAdapter[list[Any]] = TypeAdapter(list[AnyRecord])
 
 
 @dataclass(frozen=True)
@@ -33,11 +42,20 @@ class Meta:
 
 
 @dataclass(frozen=True)
+class Saved:
+    ref: str
+    new: bool  # its root signature was never seen before
+    regressed: bool  # its group had been marked resolved
+
+
+@dataclass(frozen=True)
 class Filters:
     rule: str | None = None
     job: str | None = None
     since: datetime | None = None
     signature: str | None = None
+    status: str | None = None
+    hide_ignored: bool = False  # the dashboard's default: an ignored group is shown when asked for by status
 
     def where(self) -> list[Any]:
         conds: list[Any] = [Report.signature == self.signature] if self.signature else [Report.signature != ""]
@@ -50,9 +68,9 @@ class Filters:
         return conds
 
 
-# what a group's example and an occurrence show: the stored diagnosis and HTML report stay unread
+# what a group's example and an occurrence show: the stored diagnosis stays unread
 _LISTED_COLUMNS = load_only(
-    Report.id,
+    Report.ref,
     Report.received_at,
     Report.rule,
     Report.title,
@@ -66,24 +84,42 @@ _LISTED_COLUMNS = load_only(
 )
 
 
-def _aware(when: datetime) -> datetime:
+def aware(when: datetime) -> datetime:
     """SQLite hands back naive datetimes for what was stored as UTC."""
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-def save(engine: Engine, diagnosis: dict[str, Any], html: str, meta: Meta, log_bytes: int) -> tuple[int, bool]:
-    """Store one diagnosis; returns its report id and whether its root signature was never seen before
-    (decided by the signatures table's unique key, so two workers never both call the same crash new)."""
-    root = (diagnosis.get("incidents") or [None])[0] or {}
-    sig = str(root.get("signature") or "")
+def revive(data: dict[str, Any]) -> Diagnosis:
+    """The `Diagnosis` a report was stored as (rows from before schema v2 hold its JSON: the same, less the
+    evidence's context lines)."""
+    diag = Diagnosis.model_validate(data)
+    for inc in diag.incidents:
+        inc.records = _RECORDS.validate_python(inc.records)
+        for kind in {type(r) for r in inc.records}:
+            kind.model_rebuild()  # a record kind's schema is built when first needed (records/base.py): dumping needs it
+    return diag
+
+
+def answer(diag: Diagnosis) -> dict[str, Any]:
+    """What `kbdebug explain --format json` prints for it, as data."""
+    return json_object(diag)
+
+
+def save(engine: Engine, diag: Diagnosis, meta: Meta, log_bytes: int) -> Saved:
+    """Store one diagnosis. Whether its signature is new is decided by the signatures table's unique key,
+    and whether its group regressed by one conditional update, so that two workers never both say so."""
+    root = diag.root
+    sig = root.signature if root is not None else ""
     now = utcnow()
     with Session(engine) as session, session.begin():
         report = Report(
+            ref=new_ref(),
             received_at=now,
             signature=sig,
-            rule=str(root.get("rule") or ""),
-            title=str(root.get("title") or ""),
-            retry=str((root.get("facts") or {}).get("retry") or ""),
+            signature_version=SIGNATURE_VERSION,
+            rule=root.rule if root is not None else "",
+            title=root.title if root is not None else "",
+            retry=str((root.facts.get("retry") if root is not None else "") or ""),
             job=meta.job,
             host=meta.host,
             rank=meta.rank,
@@ -92,22 +128,38 @@ def save(engine: Engine, diagnosis: dict[str, Any], html: str, meta: Meta, log_b
             tags=meta.tags,
             source=meta.source,
             log_bytes=log_bytes,
-            diagnosis=diagnosis,
-            html=zlib.compress(html.encode(), 6),
+            diagnosis=diag.model_dump(mode="json"),
+            html=b"",
         )
         session.add(report)
         session.flush()
-        new = False
-        if sig:
-            ins = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert if engine.dialect.name == "sqlite" else None
-            values = {"signature": sig, "rule": report.rule, "title": report.title, "first_seen": now, "first_report": report.id}
+        new = regressed = False
+        if root is not None and sig:
+            values = {
+                "signature": sig,
+                "rule": report.rule,
+                "title": report.title,
+                "first_seen": now,
+                "first_report": report.id,
+                "key": root.signature_key,
+                "status": "open",
+            }
+            name = engine.dialect.name
+            ins = pg_insert if name == "postgresql" else sqlite_insert if name == "sqlite" else None
             if ins is not None:
                 stmt = ins(Signature).values(**values).on_conflict_do_nothing(index_elements=["signature"]).returning(Signature.signature)
                 new = session.execute(stmt).first() is not None
             elif session.get(Signature, sig) is None:  # another database: no upsert, best effort
                 session.execute(insert(Signature).values(**values))
                 new = True
-        return report.id, new
+            if not new:
+                flagged = session.execute(
+                    update(Signature)
+                    .where(Signature.signature == sig, Signature.status == "resolved")
+                    .values(status="regressed", status_at=now)
+                )
+                regressed = int(getattr(flagged, "rowcount", 0) or 0) == 1
+        return Saved(str(report.ref), new, regressed)
 
 
 def rules_seen(engine: Engine) -> list[str]:
@@ -125,7 +177,7 @@ def groups(engine: Engine, filters: Filters, limit: int = 500) -> list[dict[str,
     """One row per root signature among the reports the filters keep, the most recently seen first."""
     conds = filters.where()
     with Session(engine) as session:
-        rows = session.execute(
+        query = (
             select(
                 Report.signature,
                 func.count(),
@@ -138,7 +190,12 @@ def groups(engine: Engine, filters: Filters, limit: int = 500) -> list[dict[str,
             .group_by(Report.signature)
             .order_by(func.max(Report.received_at).desc())
             .limit(limit)
-        ).all()
+        )
+        if filters.status:
+            query = query.where(Report.signature.in_(select(Signature.signature).where(Signature.status == filters.status)))
+        elif filters.hide_ignored:
+            query = query.where(Report.signature.not_in(select(Signature.signature).where(Signature.status == "ignored")))
+        rows = session.execute(query).all()
         sigs = [r[0] for r in rows]
         known = {s.signature: s for s in session.scalars(select(Signature).where(Signature.signature.in_(sigs)))} if sigs else {}
         jobs = _distinct(session, Report.job, sigs, conds)
@@ -148,18 +205,21 @@ def groups(engine: Engine, filters: Filters, limit: int = 500) -> list[dict[str,
     out = []
     for sig, n, first, last, example, retry in rows:
         seen = known.get(sig)
-        first_seen = _aware(seen.first_seen) if seen is not None else _aware(first)
+        first_seen = aware(seen.first_seen) if seen is not None else aware(first)
         ex = examples[example]
         out.append(
             {
                 "signature": sig,
+                "signature_version": SIGNATURE_VERSION,
+                "key": seen.key if seen is not None else "",
                 "rule": seen.rule if seen is not None else ex.rule,
                 "title": seen.title if seen is not None else ex.title,
                 "retry": retry or None,
                 "count": n,
                 "first_seen": first_seen.isoformat(),
-                "last_seen": _aware(last).isoformat(),
+                "last_seen": aware(last).isoformat(),
                 "new": now - first_seen <= NEW_FOR,
+                "status": seen.status if seen is not None else "open",
                 "jobs": jobs.get(sig, []),
                 "hosts": hosts.get(sig, []),
                 "example": _example(ex),
@@ -184,8 +244,8 @@ def _distinct(session: Session, column: Any, sigs: list[str], conds: list[Any]) 
 
 def _example(r: Report) -> dict[str, Any]:
     return {
-        "report": r.id,
-        "received_at": _aware(r.received_at).isoformat(),
+        "report": r.ref,
+        "received_at": aware(r.received_at).isoformat(),
         "job": r.job,
         "host": r.host,
         "rank": r.rank,
@@ -194,7 +254,7 @@ def _example(r: Report) -> dict[str, Any]:
 
 
 def occurrence(r: Report) -> dict[str, Any]:
-    return {**_example(r), "command": r.command, "user": r.user, "tags": r.tags}
+    return {**_example(r), "rule": r.rule, "title": r.title, "command": r.command, "user": r.user, "tags": r.tags}
 
 
 def group(engine: Engine, signature: str, limit: int = 1000) -> dict[str, Any] | None:
@@ -212,8 +272,8 @@ def group(engine: Engine, signature: str, limit: int = 1000) -> dict[str, Any] |
                 .limit(limit)
             )
         )
-        latest = session.scalar(select(Report.diagnosis).where(Report.id == summary["example"]["report"]))
-    return {**summary, "diagnosis": latest, "occurrences": [occurrence(r) for r in reports]}
+        latest = session.scalar(select(Report.diagnosis).where(Report.ref == summary["example"]["report"]))
+    return {**summary, "diagnosis": answer(revive(latest or {})), "occurrences": [occurrence(r) for r in reports]}
 
 
 def group_summary(engine: Engine, signature: str) -> dict[str, Any] | None:
@@ -222,32 +282,53 @@ def group_summary(engine: Engine, signature: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def report(engine: Engine, report_id: int) -> tuple[dict[str, Any], str] | None:
-    """A stored diagnosis (its JSON) and its HTML report."""
+def report(engine: Engine, ref: str) -> tuple[Diagnosis, bytes] | None:
+    """A stored diagnosis, and the HTML report stored with it before schema v2 (b"" since)."""
     with Session(engine) as session:
-        r = session.get(Report, report_id)
+        r = session.scalars(select(Report).where(Report.ref == ref)).first()
         if r is None:
             return None
-        return r.diagnosis, zlib.decompress(r.html).decode()
+        return revive(r.diagnosis), r.html or b""
 
 
-def timeline(engine: Engine, filters: Filters, window: timedelta) -> tuple[datetime, timedelta, list[int]]:
-    """Occurrences per bucket over the last `window` (hours up to two days, then days): start, step, counts."""
-    now = utcnow()
-    step = timedelta(hours=1) if window <= timedelta(days=2) else timedelta(days=1)
-    start = now - window
-    start = (
-        start.replace(minute=0, second=0, microsecond=0)
-        if step < timedelta(days=1)
-        else start.replace(hour=0, minute=0, second=0, microsecond=0)
-    )
-    n = int((now - start) / step) + 1
+def unrecognised(engine: Engine, filters: Filters, limit: int = 50) -> tuple[int, list[dict[str, Any]]]:
+    """Logs in which nothing was recognised (no signature): how many, and the newest of them."""
+    conds = [Report.signature == "", *Filters(None, filters.job, filters.since).where()[1:]]
+    with Session(engine) as session:
+        n = int(session.scalar(select(func.count()).select_from(Report).where(*conds)) or 0)
+        rows = session.scalars(select(Report).options(_LISTED_COLUMNS).where(*conds).order_by(Report.id.desc()).limit(limit))
+        return n, [occurrence(r) for r in rows]
+
+
+def earliest(engine: Engine) -> datetime | None:
+    with Session(engine) as session:
+        when = session.scalar(select(func.min(Report.received_at)))
+        return aware(when) if when is not None else None
+
+
+def timeline(engine: Engine, filters: Filters, start: datetime, step: timedelta, n: int) -> list[int]:
+    """Occurrences in each of `n` buckets of `step` from `start` (the caller bounds `n`)."""
     counts = [0] * n
     since = max(filters.since, start) if filters.since is not None else start
     conds = Filters(filters.rule, filters.job, since).where()
+    name = engine.dialect.name
+    if name in ("postgresql", "sqlite"):  # counted in the database: one row per bucket, not one per report
+        seconds = (
+            func.extract("epoch", Report.received_at)
+            if name == "postgresql"
+            else (func.julianday(Report.received_at) - 2440587.5) * 86400.0
+        )
+        offset = (seconds - start.timestamp()) / step.total_seconds()
+        bucket = func.floor(offset) if name == "postgresql" else cast(offset, Integer)  # SQLite's cast truncates: >= 0, so floor
+        query = select(bucket, func.count()).where(*conds).group_by(bucket)
+        with Session(engine) as session:
+            for i, k in session.execute(query):
+                if i is not None and 0 <= int(i) < n:
+                    counts[int(i)] += int(k)
+        return counts
     with Session(engine) as session:
         for (when,) in session.execute(select(Report.received_at).where(*conds)):
-            i = int((_aware(when) - start) / step)
+            i = int((aware(when) - start) / step)
             if 0 <= i < n:
                 counts[i] += 1
-    return start, step, counts
+    return counts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kbdebug.verify.checks import (
@@ -182,7 +182,7 @@ RUNNERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], CheckResult]] = {
 }
 
 
-def run_checks(names: list[str], facts: dict[str, Any], tensors: dict[str, Any]) -> list[CheckResult]:
+def run_checks(names: list[str], facts: Mapping[str, Any], tensors: dict[str, Any]) -> list[CheckResult]:
     """Run the named checks with the user's values; a check that lacks its tensors says so."""
     out = []
     for name in names:
@@ -191,7 +191,7 @@ def run_checks(names: list[str], facts: dict[str, Any], tensors: dict[str, Any])
             out.append(CheckResult(name=name, passed=None, finding="unknown check"))
             continue
         try:
-            out.append(runner(facts, tensors))
+            out.append(runner(dict(facts), tensors))
         except (TypeError, ValueError, RuntimeError, IndexError) as exc:
             out.append(CheckResult(name=name, passed=None, finding=f"could not run: {type(exc).__name__}: {exc}"))
     return out

@@ -1,0 +1,388 @@
+"""Every fact an incident may carry, declared once: its name, its type, what it means and who produces it.
+
+A fact is a value the diagnosis read (a kernel's file, the failing line's tensors, the class count) that a
+guide quotes and the JSON carries under `facts`. `Facts` is the one declaration: a TypedDict, so mypy checks
+each producer's names and types, and `validate_facts` checks them at run time (tests/test_facts_typed.py
+runs it over every rule example and the dev corpus). Everything else derives from it:
+
+- a record kind's facts (`kbdebug.records.Record.declared_facts`) are the names whose producers name that kind;
+- the context, live and guard vocabularies that `rules lint` checks a guide's variables against
+  (kbdebug.authoring.facts) are the names those producers make;
+- which producer wins when two set the same fact is `PRECEDENCE`, applied by one function, `merge`.
+
+A rule's own facts (its `facts` templates and its patterns' named groups) are declared in its rule.toml and
+are strings; they are not listed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any, Final, Literal, TypedDict, get_args, get_origin, get_type_hints
+
+# Who produces facts. A record kind (its `kind`) says what its evidence holds; `records` is every kind.
+# `live`: a live exception's frames (diagnose(exc)); `match`: the matcher (retry, inferred phrases);
+# `caller`: what the caller of a diagnosis knows (the script it ran); `context`: the context stage
+# (kbdebug.diagnoser.context); `guard`: what kbdebug.guard() reports with the error it raises.
+Producer = Literal[
+    "records",
+    "kernel_assert",
+    "exception",
+    "cuda_error",
+    "cpp_exception",
+    "sanitizer",
+    "sanitizer_summary",
+    "oom",
+    "library_error",
+    "nccl",
+    "elastic_failure",
+    "message",
+    "arch_warning",
+    "process_exit",
+    "job_event",
+    "live",
+    "match",
+    "caller",
+    "context",
+    "guard",
+]
+
+# When two producers set one fact, the first of these that set it wins: what the live frames saw (the exception
+# as raised, its user frame) beats what guard() and the printed text said; a record's value beats what the
+# caller knows and what the context derives. A rule's own facts come last (kbdebug.diagnoser.guides).
+PRECEDENCE: Final[tuple[str, ...]] = ("live", "guard", "records", "match", "caller", "context")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A fact's declaration beside its type: what it means, and who produces it."""
+
+    meaning: str
+    by: tuple[Producer, ...]
+
+
+def _f(meaning: str, *by: Producer) -> Fact:
+    return Fact(meaning, by)
+
+
+Shape = list[int]
+Number = int | float
+Scalar = str | int | float | bool
+
+
+class TensorInfo(TypedDict, total=False):
+    """A tensor named on the failing line: metadata, and on the CPU its smallest and largest value."""
+
+    shape: Shape
+    dtype: str
+    device: str
+    min: Number
+    max: Number
+
+
+class InplaceWrite(TypedDict):
+    code: str
+    line: int
+
+
+class ModuleCounts(TypedDict):
+    parameters: int
+    trainable: int
+
+
+class Facts(TypedDict, total=False):
+    """The facts of one incident. Every key is optional: a fact is present only when known."""
+
+    # -- the exception the user saw, and where
+    error_type: Annotated[str, _f("the exception type as printed", "exception", "cuda_error", "cpp_exception", "oom", "live")]
+    error_message: Annotated[
+        str, _f("the first line of the exception message", "exception", "cuda_error", "cpp_exception", "sanitizer", "live")
+    ]
+    innermost_user_frame: Annotated[str, _f("`file.py:LINE` of the innermost frame of the user's own code", "exception", "live", "guard")]
+    user_function: Annotated[str, _f("the function of that frame", "exception", "live")]
+    user_code: Annotated[str, _f("the source line of that frame", "exception", "live", "guard")]
+    raised_at: Annotated[str, _f("`file:LINE` of the innermost frame", "exception")]
+    raised_code: Annotated[str, _f("the source line of the innermost frame that printed one", "exception")]
+    raised_from: Annotated[str, _f("the C++ function and file:line an exception was raised from", "cpp_exception")]
+    worker: Annotated[int, _f("the DataLoader worker an exception was raised in", "exception", "message")]
+    rank: Annotated[int, _f("the rank that printed the evidence", "records")]
+    # -- shapes a prediction/label pair or an op names
+    shapes: Annotated[list[Shape], _f("the shapes an error names, as lists of ints", "exception", "message")]
+    input_shape: Annotated[Shape, _f("the prediction's shape in a prediction/label pair", "exception", "message")]
+    target_shape: Annotated[Shape, _f("the label's shape in a prediction/label pair", "exception", "message")]
+    shape_relation: Annotated[str, _f("how prediction and label differ: channel, class, spatial, rank or batch", "exception", "message")]
+    differing_dims: Annotated[list[int], _f("the dims in which prediction and label differ", "exception", "message")]
+    input_channels: Annotated[int, _f("dim 1 of the prediction", "exception", "message")]
+    target_channels: Annotated[int, _f("dim 1 of the label", "exception", "message")]
+    # -- a kernel's device-side assert
+    kernel_file: Annotated[str, _f("the kernel's source file", "kernel_assert", "cuda_error", "sanitizer")]
+    kernel_line: Annotated[
+        int | None, _f("the line of the kernel's source file (None when the report names none)", "kernel_assert", "cuda_error", "sanitizer")
+    ]
+    kernel_path: Annotated[str, _f("the kernel's source path as printed", "kernel_assert", "sanitizer")]
+    kernel_function: Annotated[str | None, _f("the kernel function the assert names", "kernel_assert")]
+    assertion: Annotated[str, _f("the condition that failed", "kernel_assert")]
+    assert_message: Annotated[str, _f("the message a device-side assert printed with its condition", "kernel_assert")]
+    assert_lines: Annotated[int, _f("how many assert lines the kernel printed", "kernel_assert")]
+    distinct_blocks: Annotated[int, _f("how many blocks asserted", "kernel_assert")]
+    distinct_threads: Annotated[int, _f("how many threads asserted", "kernel_assert")]
+    first_block: Annotated[list[int], _f("the first asserting block's coordinates", "kernel_assert", "sanitizer")]
+    first_thread: Annotated[list[int], _f("the first asserting thread's coordinates", "kernel_assert", "sanitizer")]
+    # -- CUDA's and its libraries' errors
+    cuda_error: Annotated[str, _f("the CUDA error text", "cuda_error")]
+    async_hint: Annotated[bool, _f("the error said it may be reported asynchronously", "cuda_error")]
+    cuda_error_name: Annotated[str, _f("the CUDA error's name (`cudaErrorIllegalAddress`)", "cuda_error")]
+    cuda_error_code: Annotated[int, _f("the CUDA error's number", "cuda_error")]
+    cublas_status: Annotated[str, _f("the cuBLAS status returned", "library_error")]
+    cublas_call: Annotated[str, _f("the cuBLAS call that returned it", "library_error")]
+    cudnn_status: Annotated[str, _f("the cuDNN status returned", "library_error")]
+    cudnn_call: Annotated[str, _f("the cuDNN call that returned it", "library_error")]
+    gpu_name: Annotated[str, _f("the GPU's name", "arch_warning", "message")]
+    device_capability: Annotated[str, _f("the GPU's compute capability (`sm_90`)", "arch_warning", "message")]
+    supported_archs: Annotated[list[str], _f("the architectures this torch build was compiled for", "arch_warning", "message")]
+    # -- compute-sanitizer
+    tool: Annotated[str | None, _f("the compute-sanitizer tool that reported", "sanitizer", "sanitizer_summary")]
+    check: Annotated[str, _f("the sanitizer check (memcheck, racecheck, initcheck, synccheck)", "sanitizer", "sanitizer_summary")]
+    category: Annotated[str, _f("the report's category (`Invalid __global__ read`)", "sanitizer")]
+    access: Annotated[str, _f("read or write", "sanitizer")]
+    access_size_bytes: Annotated[int, _f("the bytes one access touched", "sanitizer")]
+    address: Annotated[str, _f("the address accessed", "sanitizer")]
+    address_phrase: Annotated[str, _f("where the address lies (`is out of bounds`)", "sanitizer")]
+    allocation: Annotated[str, _f("the allocation the address lies near", "sanitizer")]
+    memory_space: Annotated[str, _f("global, shared or local memory", "sanitizer")]
+    kernel_name: Annotated[str, _f("the kernel that made the access", "sanitizer")]
+    pc_offset: Annotated[str, _f("the faulting instruction's offset in the kernel", "sanitizer")]
+    severity: Annotated[str, _f("the report's severity (error, warning)", "sanitizer")]
+    hazard_type: Annotated[str, _f("the race's kind (write-after-read ...)", "sanitizer")]
+    hazards: Annotated[int, _f("how many hazards racecheck counted", "sanitizer")]
+    api_call: Annotated[str, _f("the CUDA API call a report names", "sanitizer")]
+    api_error: Annotated[str, _f("the error that call returned", "sanitizer")]
+    error_summary_count: Annotated[int, _f("the errors the sanitizer's summary counts", "sanitizer_summary")]
+    leaked_bytes: Annotated[int, _f("bytes leaked at exit", "sanitizer_summary")]
+    leaked_allocations: Annotated[int, _f("allocations leaked at exit", "sanitizer_summary")]
+    # -- out of memory (figures as printed: `2.00 GiB`)
+    tried_to_allocate: Annotated[str, _f("the request that failed", "oom")]
+    total_capacity: Annotated[str, _f("the card's capacity", "oom")]
+    free: Annotated[str, _f("memory free on the card", "oom")]
+    gpu_index: Annotated[int, _f("the GPU the OOM was on", "oom")]
+    already_allocated: Annotated[str, _f("memory already allocated", "oom")]
+    reserved_in_total: Annotated[str, _f("memory the caching allocator reserved", "oom")]
+    cached: Annotated[str, _f("memory cached (old wording)", "oom")]
+    allowed: Annotated[str, _f("the allowed memory of a capped process", "oom")]
+    process_memory_in_use: Annotated[str, _f("memory this process has in use", "oom")]
+    allocated_by_pytorch: Annotated[str, _f("memory allocated by PyTorch", "oom")]
+    reserved_but_unallocated: Annotated[str, _f("memory reserved but unallocated (fragmentation)", "oom")]
+    private_pools: Annotated[str, _f("memory held by private pools (CUDA graphs)", "oom")]
+    fragmented: Annotated[bool, _f("the spare cached memory would have held the request", "oom")]
+    # -- distributed
+    nccl_event: Annotated[str, _f("the NCCL event (timeout, error, abort)", "nccl")]
+    nccl_error: Annotated[str, _f("NCCL's error text", "nccl")]
+    op_type: Annotated[str, _f("the collective (`ALLREDUCE`)", "nccl")]
+    seq_num: Annotated[int, _f("the collective's sequence number", "nccl")]
+    timeout_ms: Annotated[int, _f("the watchdog's timeout", "nccl")]
+    ran_for_ms: Annotated[int, _f("how long the collective ran", "nccl")]
+    local_rank: Annotated[int, _f("the failed worker's local rank", "elastic_failure")]
+    exitcode: Annotated[int, _f("the failed worker's exit code as torchrun prints it", "elastic_failure")]
+    host: Annotated[str, _f("the host the worker ran on", "elastic_failure")]
+    time: Annotated[str, _f("when the worker failed, as torchrun prints it", "elastic_failure")]
+    # -- how a process or job ended
+    exit_code: Annotated[int, _f("the process's exit status", "elastic_failure", "process_exit")]
+    signal: Annotated[str, _f("the signal that ended it (`SIGKILL`)", "elastic_failure", "process_exit", "job_event", "message")]
+    command: Annotated[str, _f("the command that ended", "process_exit")]
+    pid: Annotated[int, _f("its process id", "process_exit", "job_event")]
+    exit_reporter: Annotated[str, _f("what reported the exit (a shell, kbdebug run)", "process_exit")]
+    job_event: Annotated[str, _f("how the job ended from outside (oom_kill, xid, preempted ...)", "job_event")]
+    event_text: Annotated[str, _f("the line that said so", "job_event")]
+    process: Annotated[str, _f("the process the event names", "job_event")]
+    xid: Annotated[int, _f("the NVIDIA Xid error number", "job_event")]
+    pci: Annotated[str, _f("the GPU's PCI address", "job_event")]
+    job_id: Annotated[str, _f("the scheduler's job id", "job_event")]
+    node: Annotated[str, _f("the node the job ran on", "job_event")]
+    reason: Annotated[str, _f("the reason the scheduler gave", "job_event")]
+    task: Annotated[str, _f("the scheduler's task or step", "job_event")]
+    # -- a message template's values (grammars/messages/messages.lark: each named after the rule that reads it)
+    message_template: Annotated[str, _f("the message template that matched", "message")]
+    op: Annotated[str, _f("the op the message (or guard) names", "message", "guard")]
+    argument: Annotated[str, _f("the argument that failed its check", "message", "guard")]
+    argument_index: Annotated[int, _f("its position in the call", "message")]
+    argument_name: Annotated[str, _f("its name", "message")]
+    backward_function: Annotated[str, _f("the backward function that failed (`LogBackward0`)", "message")]
+    device_a: Annotated[str, _f("the first device a device clash names", "message")]
+    device_b: Annotated[str, _f("the second device", "message")]
+    indexed_device: Annotated[str, _f("the device of the indexed tensor", "message")]
+    dim: Annotated[int, _f("the dim the message (or guard) names", "message", "guard")]
+    dtype_a: Annotated[str, _f("the first dtype a dtype clash names", "message")]
+    dtype_b: Annotated[str, _f("the second dtype", "message")]
+    element: Annotated[int, _f("the element of a list the message names", "message")]
+    entry_a: Annotated[int, _f("the first entry of a size mismatch", "message")]
+    entry_b: Annotated[int, _f("the second entry", "message")]
+    expected: Annotated[Scalar, _f("what the op expected", "message")]
+    found: Annotated[Scalar, _f("what it found", "message")]
+    expected_channels: Annotated[int, _f("the channels a layer expected", "message")]
+    got_channels: Annotated[int, _f("the channels it got", "message")]
+    expected_dims: Annotated[int, _f("the dims an op expected", "message")]
+    got_dims: Annotated[int, _f("the dims it got", "message")]
+    expected_version: Annotated[int, _f("the version autograd saved a tensor at", "message")]
+    version: Annotated[int, _f("the version it found", "message")]
+    first_operand: Annotated[str, _f("the first operand an op names", "message")]
+    grad_fn: Annotated[str, _f("the grad_fn a message names", "message")]
+    groups: Annotated[int, _f("a convolution's groups", "message")]
+    index: Annotated[int, _f("the out-of-range index", "message", "guard")]
+    inner_error: Annotated[str, _f("the error wrapped inside another", "message")]
+    input_batch: Annotated[int, _f("the input's batch size", "message")]
+    target_batch: Annotated[int, _f("the target's batch size", "message")]
+    input_type: Annotated[str, _f("the input's type", "message")]
+    weight_type: Annotated[str, _f("the weight's type", "message")]
+    weight_dims: Annotated[int, _f("the weight's dims", "message")]
+    kind: Annotated[str, _f("the kind of thing a message names", "message")]
+    mat1_dim: Annotated[str, _f("mat1's shape in a matmul clash", "message")]
+    mat2_dim: Annotated[str, _f("mat2's shape", "message")]
+    method: Annotated[str, _f("the method a message names", "message")]
+    norm_type: Annotated[str, _f("the norm of a non-finite gradient norm", "message")]
+    numel: Annotated[int, _f("the element count a view or guard names", "message", "guard")]
+    operand_a: Annotated[str, _f("the first operand of a clash (`mat1`, `input`)", "message")]
+    operand_b: Annotated[str, _f("the second operand", "message")]
+    output_index: Annotated[int, _f("the output of a function a message names", "message")]
+    param: Annotated[str, _f("the parameter a message names", "message")]
+    signal_text: Annotated[str, _f("the signal as a message prints it", "message")]
+    size: Annotated[int, _f("the size of the indexed dim", "message", "guard")]
+    size_a: Annotated[int, _f("the first size of a size clash", "message")]
+    size_b: Annotated[int, _f("the second size", "message")]
+    target: Annotated[int, _f("the out-of-range target", "message", "guard")]
+    tensor_number: Annotated[int, _f("the tensor of a list that failed", "message")]
+    tensor_shape: Annotated[Shape, _f("the shape of the tensor a message names", "message")]
+    tensor_type: Annotated[str, _f("the type of that tensor", "message")]
+    timeout_s: Annotated[int, _f("a timeout in seconds", "message")]
+    view_shape: Annotated[Shape, _f("the shape a view asked for", "message")]
+    which: Annotated[str, _f("which of two things a message names", "message")]
+    worker_pid: Annotated[int, _f("the DataLoader worker's pid", "message")]
+    worker_pids: Annotated[str, _f("the DataLoader workers' pids", "message")]
+    extra_singleton_dim: Annotated[int, _f("the label carries an extra dim of size 1 at this position", "message")]
+    flattened_classes: Annotated[int, _f("the class count read from flattened sizes' ratio", "message")]
+    view_numel: Annotated[int, _f("the element count of the viewed tensor", "message")]
+    view_infers: Annotated[bool, _f("the view asks to infer a dim (-1)", "message")]
+    inplace_writes: Annotated[int, _f("how many in-place writes changed a saved tensor", "message")]
+    last_op: Annotated[str, _f("the op that last wrote the tensor", "message")]
+    # -- the matcher
+    retry: Annotated[str, _f("what rerunning does: no, smaller, yes or after-install", "match")]
+    inferred_from: Annotated[list[str], _f("the phrases an inferred cause was recognised by (only below confidence 0.8)", "match")]
+    # -- what the caller knows
+    script: Annotated[str, _f("the script to rerun: the user's frame's file, or the command's", "caller")]
+    launch: Annotated[str, _f("the command the run was launched with, for commands that rerun it", "caller")]
+    rerun: Annotated[str, _f("the command that reruns the job as it was launched (`launch`, else `python SCRIPT`): guides only", "caller")]
+    # -- the context stage (kbdebug.diagnoser.context)
+    origin: Annotated[str, _f("where the text came from: log, script, notebook, run or rerun", "context")]
+    device: Annotated[str, _f("cuda or cpu, where the evidence says", "context")]
+    launch_blocking: Annotated[bool, _f("kernel launches were already synchronous (CUDA_LAUNCH_BLOCKING=1)", "context")]
+    libraries: Annotated[list[str], _f("the installed packages the traceback's frames run through", "context")]
+    launcher: Annotated[str, _f("the launcher the log shows the job ran under (`torchrun`)", "context")]
+    index_tensor: Annotated[str, _f("the integer tensor on the failing line (a target, an index)", "context")]
+    index_min: Annotated[Number, _f("its smallest value", "context")]
+    index_max: Annotated[Number, _f("its largest value", "context")]
+    scores_tensor: Annotated[str, _f("the floating tensor of rank >= 2 on the failing line (the scores)", "context")]
+    num_classes: Annotated[int, _f("the class count: the call's literal setting, or the scores' dim 1", "context", "guard")]
+    call_settings: Annotated[dict[str, Scalar], _f("the literal keyword arguments on the failing line", "context")]
+    label_name: Annotated[str, _f("the label's name on the failing line (by how code names labels)", "context")]
+    pred_name: Annotated[str, _f("the prediction's name on the failing line", "context")]
+    dtype_found: Annotated[str, _f("the dtype that clashed, as torch names it (`float64`)", "context")]
+    dtype_wanted: Annotated[str, _f("the dtype the op wanted", "context")]
+    cast_call: Annotated[str, _f("the call that converts to the wanted dtype (`.float()`)", "context")]
+    odd_operand: Annotated[str, _f("which operand of the message holds the odd dtype (`mat1`, `input`)", "context")]
+    cast_tensor: Annotated[str, _f("the failing line's tensor to convert", "context")]
+    viewed_tensor: Annotated[str, _f("the tensor the failing line views or reshapes", "context")]
+    viewed_shape: Annotated[Shape, _f("its shape", "context")]
+    # -- the live frames (kbdebug.live)
+    frame_tensors: Annotated[
+        dict[str, TensorInfo], _f("shape, dtype, device (and min/max on the CPU) of the failing line's tensors", "live")
+    ]
+    frame_modules: Annotated[dict[str, ModuleCounts], _f("the modules the failing function holds, with their parameter counts", "live")]
+    inplace_candidates: Annotated[list[InplaceWrite], _f("the failing function's in-place writes to a tensor of the saved shape", "live")]
+    inplace_layers: Annotated[list[str], _f("layers built with inplace=True in the failing function's modules", "live")]
+    # -- what kbdebug.guard() reports with the error it raises
+    bad_value: Annotated[Number, _f("the first bad value", "guard")]
+    position: Annotated[list[int], _f("its position", "guard")]
+    positions: Annotated[list[list[int]], _f("the first bad positions", "guard")]
+    bad_count: Annotated[int, _f("how many values are bad", "guard")]
+    bad_values: Annotated[list[Number], _f("the distinct bad values (the first ten)", "guard")]
+    shape: Annotated[Shape, _f("the argument's shape", "guard")]
+    valid_range: Annotated[list[int], _f("the range the values must be in", "guard")]
+    num_embeddings: Annotated[int, _f("the embedding's row count", "guard")]
+    ignore_index: Annotated[int, _f("the loss's ignore_index", "guard")]
+    min: Annotated[Number, _f("the argument's smallest value", "guard")]
+    max: Annotated[Number, _f("the argument's largest value", "guard")]
+    zero_rows: Annotated[int, _f("rows of a probability tensor that sum to zero", "guard")]
+    fix_hint: Annotated[str, _f("the change guard() suggests for the bad values", "guard")]
+
+
+@cache
+def declarations() -> dict[str, tuple[Any, Fact]]:
+    """Each fact's name -> its type and its declaration."""
+    out: dict[str, tuple[Any, Fact]] = {}
+    for name, hint in get_type_hints(Facts, include_extras=True).items():
+        base, *meta = get_args(hint)
+        fact = next(m for m in meta if isinstance(m, Fact))
+        out[name] = (base, fact)
+    return out
+
+
+def declared_by(*producers: str) -> frozenset[str]:
+    """The facts any of `producers` makes (a record kind also makes those every record makes: `records`)."""
+    wanted = set(producers)
+    if wanted & set(get_args(Producer)) - {"live", "match", "caller", "context", "guard"}:
+        wanted.add("records")
+    return frozenset(name for name, (_, fact) in declarations().items() if wanted & set(fact.by))
+
+
+def merge(fragments: Mapping[str, Mapping[str, Any]], base: Mapping[str, Any] | None = None) -> Facts:
+    """One incident's facts from what each producer says (`fragments`, keyed by producer): where two say the
+    same fact, the first of `PRECEDENCE` wins; `base` (facts already settled) beats them all."""
+    out: dict[str, Any] = dict(base or {})
+    for producer in PRECEDENCE:
+        for key, value in (fragments.get(producer) or {}).items():
+            out.setdefault(key, value)
+    return out  # type: ignore[return-value]  # every producer writes declared names (validate_facts)
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Whether a value is of a declared type (the subset of typing the declarations use)."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return True
+    if tp is type(None):
+        return value is None
+    if origin is Literal:
+        return value in get_args(tp)
+    if origin in (type(int | str), __import__("typing").Union):
+        return any(_fits(value, t) for t in get_args(tp))
+    if origin is list:
+        (inner,) = get_args(tp)
+        return isinstance(value, list) and all(_fits(v, inner) for v in value)
+    if origin is dict:
+        key, inner = get_args(tp)
+        return isinstance(value, dict) and all(_fits(k, key) and _fits(v, inner) for k, v in value.items())
+    if isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__annotations__"):  # a TypedDict
+        hints = get_type_hints(tp)
+        return isinstance(value, dict) and all(k in hints and _fits(v, hints[k]) for k, v in value.items())
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, tp)
+
+
+def validate_facts(facts: Mapping[str, Any], own: Iterable[str] = ()) -> list[str]:
+    """What is wrong with a set of facts: an undeclared name (a rule's `own` facts are strings it declares
+    itself) or a value of the wrong type, one sentence each; empty when they hold."""
+    decl = declarations()
+    own = set(own)
+    problems: list[str] = []
+    for name, value in facts.items():
+        if name in decl:
+            if not _fits(value, decl[name][0]):
+                problems.append(f"{name}: {value!r} is not {decl[name][0]}")
+        elif name not in own:
+            problems.append(f"{name}: not a declared fact")
+        elif not isinstance(value, str):
+            problems.append(f"{name}: a rule's own fact is a string, not {value!r}")
+    return problems
