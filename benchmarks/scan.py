@@ -3,15 +3,18 @@
 
 Builds logs of training noise (tqdm redraws, INFO lines, rank-prefixed iteration lines) with one
 real error block near the end, then times both tools in the same run and prints peak RSS.
+`real` is the realistic noisy log (warnings every few steps, NCCL and DataLoader warnings, metric lines
+named `*_error`): its target is <= 4x grep, < 150 MB, and the diagnosis of its last 64 KiB alone.
 Two hostile shapes are measured too: a log of `\r` progress redraws that never writes a newline (tqdm in
 a container log) and one endless line without any line end. Peak RSS counts kbdebug and its grep child;
 the target is < 150 MB at 1 GB whatever the shape.
-Usage: python benchmarks/scan.py [--sizes 250,1000] [--kinds noisy,cr,nonl] (MB)
+Usage: python benchmarks/scan.py [--sizes 250,1000] [--kinds noisy,real,cr,nonl] (MB)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -57,6 +60,51 @@ def build(path: Path, mb: int) -> None:
         fh.write(block[:50_000])
 
 
+def build_real(path: Path, mb: int) -> None:
+    """What real training output holds besides progress: logger lines, a `UserWarning` (with the source line
+    `warnings.warn` prints under it) every few steps, NCCL `Warning:` lines, DataLoader warnings, metric lines
+    whose names hold `error` (`mean_abs_error=`), and a CUDA device assert with its traceback at the end."""
+    rnd = random.Random(2)
+    lines = []
+    for i in range(20000):
+        step = i * 7
+        lines.append(
+            f"Epoch {i % 50}: {i % 100}%|{'#' * (i % 30):<30}| {step}/500150 [6:28:43<94:39:17, 1.37it/s, loss={rnd.random():.4f}]\r"
+        )
+        lines.append(f"2024-01-01 12:{i % 60:02d}:{i % 59:02d},593 INFO trainer.py:{i % 400} step {step} loss {rnd.random():.5f}\n")
+        if i % 4 == 0:
+            lines.append(
+                "/usr/lib/python3.10/site-packages/torch/optim/lr_scheduler.py:139: UserWarning: Detected call of "
+                "`lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in "
+                "the opposite order: `optimizer.step()` before `lr_scheduler.step()`.\n"
+                '  warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. "\n'
+            )
+        if i % 5 == 0:
+            lines.append(
+                f"val step {step}: mean_abs_error={rnd.random():.3f} mean_squared_error={rnd.random():.4f} error_rate={rnd.random():.3f}\n"
+            )
+        if i % 97 == 0:
+            lines.append(
+                f"[rank{i % 8}]:[W ProcessGroupNCCL.cpp:1856] Warning: 0NCCL_AVOID_RECORD_STREAMS=1 has no effect for "
+                "point-to-point collectives. (function operator())\n"
+            )
+        if i % 211 == 0:
+            lines.append(
+                "/usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will "
+                "create 16 worker processes in total. Our suggested max number of worker in current system is 8, which "
+                "is smaller than what this DataLoader is going to create.\n  warnings.warn(_create_warning_msg(\n"
+            )
+    block = "".join(lines).encode()
+    with open(path, "wb") as fh:
+        written = 0
+        while written < mb * 1_000_000 - len(block):
+            fh.write(block)
+            written += len(block)
+        rest = block[: max(0, mb * 1_000_000 - written - 4096)]
+        fh.write(rest[: rest.rfind(b"\n") + 1])
+        fh.write(ERROR.encode())
+
+
 def build_cr(path: Path, mb: int) -> None:
     """Only `\r` redraws, no newline until the error."""
     chunk = b"".join(
@@ -80,24 +128,26 @@ def _fill(path: Path, mb: int, chunk: bytes) -> None:
         fh.write(b" " + ERROR.encode())
 
 
-def timed(cmd: list[str]) -> tuple[float, int]:
-    best = 1e9
-    rss = 0
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Best wall time and best CPU time (user + system, children included) of two runs. The output goes to a
+    pipe: GNU grep stops at its first match when its output is /dev/null, which is no baseline."""
+    best, best_cpu = 1e9, 1e9
     for _ in range(2):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
         best = min(best, time.perf_counter() - start)
-        rss = max(rss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before)
-    return best, rss
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        best_cpu = min(best_cpu, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return best, best_cpu
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="250,1000")
-    ap.add_argument("--kinds", default="noisy,cr,nonl")
+    ap.add_argument("--kinds", default="noisy,real,cr,nonl")
     args = ap.parse_args()
-    builders = {"noisy": build, "cr": build_cr, "nonl": build_nonl}
+    builders = {"noisy": build, "real": build_real, "cr": build_cr, "nonl": build_nonl}
     from kbdebug.parse.needles import needles  # the baseline greps for what kbdebug searches for
 
     grep_pattern = [arg for n in needles() for arg in ("-e", n.decode())]
@@ -106,16 +156,44 @@ def main() -> int:
             path = Path(tmp) / f"{kind}_{mb}.log"
             builders[kind](path, mb)
             subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL)  # warm the page cache
-            grep_s, _ = timed(["grep", "-c", "-F", *grep_pattern, str(path)])
-            kb_s, _ = timed([sys.executable, "-m", "kbdebug", "explain", "-q", "--format", "json", str(path)])
+            grep_s, grep_cpu = timed(["grep", "-c", "-F", *grep_pattern, str(path)])
+            kb_s, kb_cpu = timed([sys.executable, "-m", "kbdebug", "explain", "-q", "--format", "json", str(path)])
             rss = _peak_rss(path)
             size = os.path.getsize(path) / 1e6
             print(
-                f"{kind:5s} {size:7.0f} MB  grep -c {grep_s:6.2f} s  kbdebug {kb_s:6.2f} s  ratio {kb_s / grep_s:5.2f}x  "
-                f"{kb_s * 1000 / size:5.2f} ms/MB  peak RSS {rss / 1024:6.1f} MB (target < 150 MB)"
+                f"{kind:5s} {size:7.0f} MB  grep -c {grep_s:6.2f} s ({grep_cpu:6.2f} s CPU)  kbdebug {kb_s:6.2f} s "
+                f"({kb_cpu:6.2f} s CPU)  ratio {kb_s / grep_s:5.2f}x (CPU {kb_cpu / grep_cpu:5.2f}x)  "
+                f"{kb_s * 1000 / size:5.2f} ms/MB  peak RSS {rss / 1024:6.1f} MB (target < 150 MB)  "
+                f"same diagnosis as its last 64 KiB alone: {_same_as_tail(path)}"
             )
             path.unlink()
     return 0
+
+
+def _same_as_tail(path: Path) -> bool:
+    """Whether the log diagnoses as its last 64 KiB alone does (the crash is at the end; what comes before is
+    noise), the incidents compared without their line numbers."""
+    tail = path.with_suffix(".tail.log")
+    with open(path, "rb") as fh:
+        fh.seek(max(0, os.path.getsize(path) - 65536))
+        data = fh.read()
+    tail.write_bytes(data[data.find(b"\n") + 1 :])
+    try:
+        whole, end = (_incidents(p) for p in (path, tail))
+    finally:
+        tail.unlink()
+    return whole == end
+
+
+def _incidents(path: Path) -> object:
+    out = subprocess.run([sys.executable, "-m", "kbdebug", "explain", "-q", "--format", "json", str(path)], capture_output=True, text=True)
+
+    def placeless(x: object) -> object:
+        if isinstance(x, dict):
+            return {k: placeless(v) for k, v in x.items() if k not in ("first_line", "last_line", "source")}
+        return [placeless(v) for v in x] if isinstance(x, list) else x
+
+    return placeless(json.loads(out.stdout)["incidents"]) if out.stdout.strip() else None
 
 
 def _peak_rss(path: Path) -> int:

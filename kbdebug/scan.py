@@ -9,11 +9,12 @@ each hit. What comes out is a list of `Region`s, already normalised into `Line`s
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any, BinaryIO
 
@@ -29,6 +30,14 @@ MAX_REGION = 4 << 20
 HEAD_CAP = 12 << 20  # evidence kept from the start and the end of a pathological log
 TAIL_CAP = 12 << 20
 LONG_LINE = 1 << 20  # beyond this a "line" is a tqdm stream with only \r redraws: \r counts as a line end
+# A hit line met this many times before (its numbers aside) opens no region: a warning printed every step, a
+# retried error, a metric named `*_error` say nothing new after their first printings, and each region they
+# opened would drag BACK + FWD bytes of progress bars into the parse. Such a line still joins the region it
+# directly follows (a device assert flood is one line per thread), and it stays in the context of the
+# regions that other hits open (the crash at the end reads the warnings before it).
+REPEATS = 4
+MAX_KINDS = 1 << 14  # distinct hit lines counted; past this a new one always opens its region (memory stays bounded)
+_NUMBERS = re.compile(rb"\d+")
 # An input this small is read whole, as one region: a pasted message need not hold any needle
 # ("CUDA out of memory. Tried to allocate ..." without its exception type has none).
 WHOLE = 1 << 20
@@ -56,6 +65,10 @@ class Scanner:
         self.dropped_bytes = 0
         self.total_bytes = 0
         self._whole: list[bytes] | None = []  # everything fed, while it stays under WHOLE
+        self._seen: dict[bytes, int] = {}  # hit lines (numbers masked) -> how often met
+        self._exact: set[bytes] = set()  # hit lines known to be repeats, as they were printed
+        self.repeats = 0  # hits that opened no region: their line was met REPEATS times before
+        self._flood_end = -1  # absolute end of the last hit line taken: a repeat right after it is part of its flood
 
     @cached_property
     def needles(self) -> tuple[bytes, ...]:
@@ -144,19 +157,29 @@ class Scanner:
     # -- internals -------------------------------------------------------------------------
     def _search(self, buf: bytes, base: int, lo: int, hi: int) -> None:
         lo = max(lo, 0)
-        hits: list[int] = []
-        finder = self._finder
-        m = finder.search(buf, lo, hi) if finder is not None else None
-        while m is not None:
-            hits.append(m.start())
-            nl = buf.find(b"\n", m.start(), hi)  # skip the rest of the line: one hit per line is enough
-            m = finder.search(buf, nl, hi) if nl != -1 else None
-        for i in hits:
+        hits: list[tuple[int, int]] = []  # (where a needle is, the end of its line or -1)
+        line_end = -1
+        # one pass over the chunk (a search call per line costs more than the search itself on a log where every
+        # step prints a warning); one hit per line is enough
+        for i in self._starts(buf, lo, hi):
+            if i < line_end:
+                continue
+            line_end = buf.find(b"\n", i, hi)
+            hits.append((i, line_end))
+            if line_end == -1:
+                break
+        for i, nl in hits:
             ls = _line_start(buf, i)
-            le = buf.find(b"\n", i, i + LONG_LINE)
-            if le == -1:
-                le = buf.find(b"\r", i, i + LONG_LINE)
-            le = min(len(buf), i + LONG_LINE) if le == -1 else le + 1
+            if nl == -1 or nl - i >= LONG_LINE:
+                le = buf.find(b"\n", i, i + LONG_LINE)
+                if le == -1:
+                    le = buf.find(b"\r", i, i + LONG_LINE)
+                le = min(len(buf), i + LONG_LINE) if le == -1 else le + 1
+            else:
+                le = nl + 1
+            if self._repeated(buf[ls:le]) and not (self._open and base + ls == self._flood_end):
+                continue
+            self._flood_end = base + le
             start = max(base + ls - self.back, base, self._emitted_to)
             stop = base + le + self.fwd
             if self._open and start <= self._open[1] and stop - self._open[0] <= MAX_REGION:
@@ -166,6 +189,42 @@ class Scanner:
                 self._open[1] = min(self._open[1], base + ls)
                 self._emit(buf, base)
             self._open = [start, stop]
+
+    def _starts(self, buf: bytes, lo: int, hi: int) -> Iterator[int]:
+        """Where a needle starts in buf[lo:hi], in order. With google-re2, straight from its compiled program:
+        the wrapper builds a match object per hit, as costly as the search on a log of warnings; any other
+        finder through its own `finditer`."""
+        finder = self._finder
+        if finder is None:
+            return
+        program: Any = getattr(finder, "_regexp", None)
+        anchor = getattr(getattr(program, "Anchor", None), "UNANCHORED", None)
+        if program is None or anchor is None:
+            yield from (m.start() for m in finder.finditer(buf, lo, hi))
+            return
+        while lo < hi:
+            start, end = program.Match(anchor, buf, lo, hi)[0]
+            if start < 0:
+                return
+            yield start
+            lo = max(end, start + 1)
+
+    def _repeated(self, line: bytes) -> bool:
+        """Whether this hit line was met REPEATS times before (its numbers aside): then it opens no region."""
+        head = line[:512]
+        if head in self._exact:  # the same bytes again (a warning without a step number): nothing to mask
+            self.repeats += 1
+            return True
+        key = _NUMBERS.sub(b"0", head)
+        seen = self._seen.get(key, 0)
+        if seen >= REPEATS:
+            self.repeats += 1
+            if len(self._exact) < MAX_KINDS // 4:
+                self._exact.add(head)
+            return True
+        if seen or len(self._seen) < MAX_KINDS:
+            self._seen[key] = seen + 1
+        return False
 
     def _emit(self, buf: bytes, base: int) -> None:
         assert self._open is not None
@@ -235,6 +294,10 @@ def scan_stream(stream: BinaryIO, needles: Needles, chunk: int = CHUNK) -> list[
 # than Python; the bytes between hits are then skipped, not read.
 GREP_MIN = 32 << 20
 MAX_GREP_HITS = 500_000
+# Hits this dense (one per DENSE_BYTES on average, once DENSE_MIN are in) cover the file: a warning every step.
+# The scanner then reads it all anyway, and grep's output would cost more than it saves.
+DENSE_MIN = 10_000
+DENSE_BYTES = 4096
 
 
 def start_grep(path: str | os.PathLike[str], needles: Needles) -> subprocess.Popen[bytes] | None:
@@ -294,8 +357,8 @@ def collect_hits(proc: subprocess.Popen[bytes]) -> list[tuple[int, int]] | None:
             except ValueError:
                 proc.kill()
                 return None
-            if len(hits) > MAX_GREP_HITS:  # evidence everywhere: plain streaming is as fast
-                proc.kill()
+            if len(hits) > MAX_GREP_HITS or (len(hits) >= DENSE_MIN and hits[-1][1] < len(hits) * DENSE_BYTES):
+                proc.kill()  # evidence everywhere: plain streaming is as fast
                 return None
     finally:
         proc.stdout.close()

@@ -11,7 +11,7 @@ from grammar_cases import CASES
 from lark import Tree
 from lark.exceptions import LarkError
 
-from kbdebug.parse.grammar import build, directive, files, first_alt, names, parse, source, templates
+from kbdebug.parse.grammar import build, directive, fast_parser, files, first_alt, names, parse, parser, source, templates
 from kbdebug.parse.parser_cache import Literal, dumps, terminal
 from kbdebug.parse.registry import formats
 
@@ -262,3 +262,37 @@ def test_a_warning_s_message_never_takes_a_line_that_only_starts_like_a_tracebac
     assert "Exception raised" not in warning.message
     (cpp,) = [r for r in records if r.kind == "cpp_exception"]
     assert (cpp.raised_from, cpp.raised_line) == ("c10_cuda_check_implementation", 44)
+
+
+def _example_lines() -> list[str]:
+    """Every line of every rule example, as the grammars see it (normalised)."""
+    from kbdebug._resources import data_dir
+    from kbdebug.normalise import iter_lines
+    from kbdebug.parse.needles import needles
+    from kbdebug.scan import scan_text
+
+    lines: set[str] = set()
+    for path in sorted(data_dir("knowledge").glob("*/examples/*/*.log")):
+        lines |= {ln.text.strip() for ln in iter_lines(scan_text(path.read_text(encoding="utf-8", errors="replace"), needles))}
+    return sorted(lines - {""})
+
+
+@pytest.mark.parametrize("grammar", [g for g in names() if fast_parser(g) is not None])
+def test_lalr_first_reads_each_line_as_earley_does(grammar: str) -> None:
+    """A grammar's `// lalr first:` kinds are read by an LALR parser before the Earley one: wherever the LALR
+    parser reads a line (a case, a line of a rule example), its reading gives the fields the Earley parser's does."""
+    from kbdebug.parse.fields import FieldTransformer
+
+    (transformer,) = [t for t in FieldTransformer.__subclasses__() if t.grammar == grammar]
+    fast, earley = fast_parser(grammar), parser(grammar)
+    assert fast is not None
+    read = 0
+    for line in [text for g, _, text in CASES if g == grammar] + _example_lines():
+        try:
+            tree = Tree("start", fast.parse(line.strip()).children)
+        except LarkError:
+            continue
+        read += 1
+        assert first_alt(tree).data == first_alt(earley.parse(line.strip())).data, line
+        assert transformer().transform(tree) == transformer().transform(earley.parse(line.strip())), line
+    assert read  # the LALR parser reads some of them: the kinds it lists are its own

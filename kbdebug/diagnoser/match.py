@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence, Set
 from functools import cache
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
 from kbdebug.facts import Facts, merge
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
 from kbdebug.kb.patterns import Pattern, compile_pattern
+from kbdebug.phrases import may_hold
 from kbdebug.records import Record
 from kbdebug.stamps import Stamp, earliest
 
@@ -109,16 +111,42 @@ def _cut_phrase(lit: str, text: str) -> str:
     return ""
 
 
+class _Phrase(NamedTuple):
+    """An indicator as `indicator_score` reads it, its private attributes copied out once: reading them off
+    the model on every record was most of the cost of inferring a cause (a retry loop infers thousands)."""
+
+    pattern: str
+    weight: float
+    lead: str
+    required: frozenset[str] | None
+    folded: tuple[str, ...] | None  # the required texts lower-cased
+
+
+_PHRASES: dict[int, tuple[Rule, tuple[_Phrase, ...]]] = {}
+
+
+def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
+    kept = _PHRASES.get(id(rule))
+    if kept is None or kept[0] is not rule:
+        phrases = []
+        for ind in rule.indicators:
+            required = ind._required
+            folded = None if required is None else tuple(t.lower() for t in required)
+            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded))
+        kept = _PHRASES[id(rule)] = (rule, tuple(phrases))
+    return kept[1]
+
+
 def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
     their letters' case);
     a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
     lowered = text.lower()
-    for ind in rule.indicators:
-        m = _rx(ind.pattern).search(text) if ind.may_match(text) else None
-        if m is None and ind.may_match_folded(lowered):  # case lost or garbled in retyping: the phrase still speaks
-            m = _rx("(?i)" + ind.pattern).search(text)
+    for ind in _phrases(rule):
+        m = _rx(ind.pattern).search(text) if may_hold(ind.required, text) else None
+        if m is None and (ind.folded is None or any(t in lowered for t in ind.folded)):
+            m = _rx("(?i)" + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
@@ -150,13 +178,30 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     return rule, made
 
 
+# Where a record was printed, not what it says: two records that differ only here match the same rule.
+_POSITION = frozenset({"first_line", "last_line", "raw", "rank", "time"})
+
+
+def _best_rules(records: list[Record], kb: KnowledgeBase) -> list[tuple[Rule, Match] | None]:
+    """`best_rule` of each record, once per distinct content: a retry loop prints the same traceback
+    thousands of times, and matching one against every rule's indicators costs milliseconds."""
+    memo: dict[str, tuple[Rule, Match] | None] = {}
+    out: list[tuple[Rule, Match] | None] = []
+    for rec in records:
+        key = repr([type(rec), *(getattr(rec, name) for name in type(rec).model_fields if name not in _POSITION)])
+        if key not in memo:
+            memo[key] = best_rule(rec, kb)
+        out.append(memo[key])
+    return out
+
+
 def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]:
     """The match stage: which rule each record is evidence for, one incident per rule with its records' facts
     (`retry` from the match that found it), consequences folded into their causes, root cause first."""
     incidents: dict[str, Incident] = {}
     captures: dict[str, dict[str, str]] = {}
     strong: set[str] = set()  # incidents with evidence of their own, not only a weak match
-    found_all = [best_rule(rec, kb) for rec in records]
+    found_all = _best_rules(records, kb)
     templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
     for rec, found in zip(records, found_all, strict=True):
@@ -272,16 +317,16 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
     grammars (the exception carries the type and the frames, the library record the meaning); a
     broadcast message inside a loss is read as a template and, with the frames, as a label/logits clash.
     """
+    # the records by where they start, so each exception finds those on its own lines without reading them all
+    by_line = sorted((r.first_line, j) for j, r in enumerate(records) if r.kind != "exception")
+    starts = [no for no, _ in by_line]
     for i, rec in enumerate(records):
         if rec.kind != "exception" or (getattr(rec, "exc_type", "") or "").endswith("Warning"):
             continue  # a warning is not the error whose lines it shares
         own = _priority(*found[i]) if found[i] else -1  # type: ignore[misc]
         best: tuple[Rule, Match] | None = None
-        near = [
-            j
-            for j, other in enumerate(records)
-            if j != i and other.kind != "exception" and rec.first_line - 3 <= other.first_line <= rec.last_line
-        ]
+        lo, hi = bisect_left(starts, rec.first_line - 3), bisect_right(starts, rec.last_line)
+        near = sorted(j for _, j in by_line[lo:hi])
         for j in near:
             cand = found[j]
             if cand is not None and _priority(*cand) > own and (best is None or _priority(*cand) > _priority(*best)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import lark
@@ -75,16 +75,68 @@ def parser(name: str) -> Lark:
     return cached(name, key, Lark, lambda: build(text), parser_cache.dumps, lambda data: parser_cache.loads(data, lalr))
 
 
+FAST = "kbdebug_fast"  # the start rule of a grammar's LALR reader of its fixed line kinds
+
+
+@cache
+def fast_parser(name: str) -> Lark | None:
+    """An LALR parser of the line kinds an Earley grammar lists as `// lalr first: KIND ...`: kinds of fixed
+    form (a traceback's frame, a message template whole) that an LALR parser reads as the Earley parser does, at
+    a tenth of its cost. A line none of them reads goes to the Earley parser; None when the grammar lists none
+    (tests/test_grammars.py checks both parsers agree on every case and rule example)."""
+    text = source(name)
+    kinds = directive(text, "lalr first")
+    if not kinds or _is_lalr(text):
+        return None
+    fast = f"{text}\n{FAST}: {' | '.join(kinds)}\n"
+    key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{fast}|{source(COMMON)}".encode()).hexdigest()[:20]
+    paths = [str(data_dir("grammars"))]
+
+    def build_fast() -> Lark:
+        return Lark(fast, parser="lalr", start=FAST, import_paths=paths)
+
+    return cached(f"{name}-fast", key, Lark, build_fast, parser_cache.dumps, lambda data: parser_cache.loads(data, True))
+
+
 def _is_lalr(text: str) -> bool:
     return (directive(text, "parser") or [""])[0] == "lalr"
 
 
+MEMO_LINES = 4096  # distinct lines whose readings are kept: a log repeats its warnings and retried errors
+MEMO_CHARS = 4096  # a longer line is parsed each time it is met: keeping it would cost more memory than it saves
+
+
 def parse(name: str, text: str) -> Tree | None:
-    """Parse one line; None when the line is not of this format (never raises)."""
+    """Parse one line; None when the line is not of this format (never raises).
+
+    A log prints the same lines over and over (a warning every step, a retried error's traceback), and a
+    parse costs a millisecond: each distinct line is parsed once per grammar, and its tree (which no reader
+    changes: they transform it into new values) is handed out again."""
+    text = text.strip()
+    if len(text) > MEMO_CHARS:
+        return _parse(name, text)
+    return _memo_parse(name, text)
+
+
+def _parse(name: str, text: str) -> Tree | None:
+    fast = fast_parser(name)
+    if fast is not None:
+        try:
+            return Tree("start", fast.parse(text).children)  # as the Earley parser's `start` holds it
+        except (LarkError, RecursionError):
+            pass
     try:
-        return parser(name).parse(text.strip())
+        return parser(name).parse(text)
     except (LarkError, RecursionError):
         return None
+
+
+_memo_parse = lru_cache(maxsize=MEMO_LINES)(_parse)
+
+
+def forget() -> None:
+    """Drop the lines read so far (a benchmark timing a pass over logs it has read before)."""
+    _memo_parse.cache_clear()
 
 
 def first_alt(tree: Tree) -> Tree:
