@@ -68,7 +68,7 @@ def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
                 cand = (_priority(rule, m), m.confidence, rule, m)
                 if best is None or cand[:2] > best[:2]:
                     best = cand
-    if best is None or "fallback" in best[2].tags:
+    if best is None or ("fallback" in best[2].tags and not best[3].settles):
         inferred = infer_rule(rec, kb)
         if inferred is not None:
             return inferred
@@ -130,7 +130,9 @@ def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
 def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     """When no template fits, the rule whose indicator phrases the error's text holds most strongly."""
     text = evidence_text(rec)
-    if text is None:
+    if text is None or (getattr(rec, "exc_type", None) or "").endswith("Warning"):
+        # a warning the run went on after is no failure by its words alone (cuDNN's `Plan failed ... CUDNN_STATUS_NOT_SUPPORTED`
+        # tries the next plan); a warning that is evidence is read by a template or a record kind of its own
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
     for rule in kb.rules:
