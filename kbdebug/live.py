@@ -62,9 +62,17 @@ def chain_of(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def safe_str(obj: object) -> str:
+    """`str(obj)`, or what Python's traceback prints when that raises (an exception's own `__str__` may)."""
+    try:
+        return str(obj)
+    except Exception:
+        return "<exception str() failed>"
+
+
 def type_name(cls: type) -> str:
     """The exception type as a traceback prints it (`RuntimeError`, `torch.OutOfMemoryError`)."""
-    mod = cls.__module__
+    mod = getattr(cls, "__module__", None)
     return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
 
 
@@ -79,8 +87,8 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
             relation = "cause" if e.__cause__ is chain[i - 1] else "context"
             printed += _CAUSE if relation == "cause" else _CONTEXT
         start = first_line + len(printed)
-        block = "".join(traceback.format_exception(e, chain=False)).splitlines()
-        only = "".join(traceback.format_exception_only(e)).splitlines() or [type_name(type(e))]
+        block = _bounded("".join(traceback.format_exception(e, chain=False)).splitlines(), 4 * MAX_MESSAGE_LINES)
+        only = _bounded("".join(traceback.format_exception_only(e)).splitlines()) or [type_name(type(e))]
         printed += block
         end = first_line + len(printed) - 1
         summary = traceback.extract_tb(e.__traceback__)
@@ -107,6 +115,17 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
     return live
 
 
+MAX_MESSAGE_LINES, MAX_LINE = 400, 16_384  # of an exception's message read: a tensor printed whole is not evidence
+
+
+def _bounded(lines: list[str], most: int = MAX_MESSAGE_LINES) -> list[str]:
+    """At most `most` of the lines (head and tail kept), each at most MAX_LINE characters."""
+    if len(lines) > most:
+        half = most // 2
+        lines = [*lines[:half], "...", *lines[-half:]]
+    return [t if len(t) <= MAX_LINE else t[: MAX_LINE - 1] + "…" for t in lines]
+
+
 def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) -> None:
     """Each incident's facts from the live exception it stands for (the outermost one when its evidence is
     only log text): the error as raised, the user's innermost frame, its source line and its tensors."""
@@ -114,9 +133,9 @@ def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) ->
     for inc in diag.incidents:
         source = live.source_of(inc.records) or exc
         inc.facts["error_type"] = type_name(type(source))
-        text = str(source).strip()
+        text = safe_str(source).strip()
         if text:
-            inc.facts["error_message"] = text.splitlines()[0].strip()
+            inc.facts["error_message"] = _bounded([text.splitlines()[0].strip()])[0]
         found = _user_site(source, chain)
         if found is None:
             continue
@@ -223,7 +242,10 @@ def _lookup(frame: FrameType, name: str) -> Any:
     head, *rest = name.split(".")
     val = frame.f_locals[head] if head in frame.f_locals else frame.f_globals.get(head)
     for attr in rest:
-        val = getattr(val, attr, None)
+        try:  # a user's `__getattr__` may raise anything (an nn.Module wrapper's recursing one: RecursionError)
+            val = getattr(val, attr, None)
+        except Exception:
+            return None
     return val
 
 
@@ -254,7 +276,10 @@ def _frame_modules(frame: FrameType) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for name, val in list(frame.f_locals.items()):
         if isinstance(val, torch.nn.Module) and len(out) < 4:
-            params = list(val.parameters())
+            try:  # a half-built module (its wrapper's `__getattr__` recursing) is no evidence
+                params = list(val.parameters())
+            except Exception:
+                continue
             out[name] = {"parameters": len(params), "trainable": sum(1 for p in params if p.requires_grad)}
     return out
 
@@ -268,7 +293,11 @@ def _inplace_layers(frame: FrameType) -> list[str]:
     out: list[str] = []
     for name, val in list(frame.f_locals.items()):
         if isinstance(val, torch.nn.Module):
-            for sub, mod in val.named_modules():
+            try:
+                named = list(val.named_modules())
+            except Exception:  # as in _frame_modules
+                continue
+            for sub, mod in named:
                 if getattr(mod, "inplace", False) is True and len(out) < 5:
                     out.append(f"{name}.{sub} ({type(mod).__name__})" if sub else f"{name} ({type(mod).__name__})")
     return out

@@ -59,6 +59,8 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     "frame_modules": "the modules the failing function holds, with their parameter and trainable counts",
     "inplace_candidates": "the failing function's in-place writes to a tensor of the saved tensor's shape",
     "inplace_layers": "layers built with inplace=True in the failing function's modules",
+    # diagnose(exc) (kbdebug.api), when reading the exception failed: it never raises
+    "kbdebug_failure": "what kbdebug itself failed on while reading the exception (`RecursionError: ...`)",
     # the guide filler
     "script": "the script to rerun: the user's frame's file, or the command's",
 }
