@@ -27,7 +27,7 @@ LIBRARY_PATH = re.compile(
 LIBRARY_PACKAGES = (
     "monai|transformers|timm|torchvision|torchaudio|ignite|torchmetrics|segmentation_models_pytorch|lightning|"
     "pytorch_lightning|lightning_fabric|deepspeed|accelerate|triton|mmcv|mmengine|apex|peft|diffusers|xformers|"
-    "bitsandbytes|flash_attn|numpy|scipy|sklearn|PIL|pandas|datasets|albumentations|kornia|cv2"
+    "bitsandbytes|flash_attn|numpy|scipy|sklearn|PIL|pandas|albumentations|kornia|cv2"
 )
 _PACKAGE_TREE = re.compile(rf"(?:^|[\\/])(?:{LIBRARY_PACKAGES})[\\/](?:[\w.-]+[\\/])*[\w.-]+\.py$")
 _USER_FOLDERS = re.compile(r"(?:^|[\\/])(?:scripts?|examples?|tests?|tools|experiments?|notebooks?)[\\/]")
