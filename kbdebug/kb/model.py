@@ -30,6 +30,7 @@ RecordKind = Literal[
     "arch_warning",
     "process_exit",
     "job_event",
+    "nonfinite_loss",
 ]
 
 

@@ -20,6 +20,7 @@ from kbdebug.records.base import Record, Triple
 from kbdebug.records.distributed import ElasticFailure, NcclEvent
 from kbdebug.records.job import JobEvent, ProcessExit
 from kbdebug.records.sanitizer import SanitizerFrame, SanitizerReport, SanitizerSummary
+from kbdebug.records.training import NonFiniteLoss
 from kbdebug.shapes import SHAPE_FACTS, relation, shape_facts, shapes_in
 from kbdebug.values import size_bytes
 
@@ -27,6 +28,7 @@ __all__ = [
     "ElasticFailure",
     "JobEvent",
     "NcclEvent",
+    "NonFiniteLoss",
     "ProcessExit",
     "Record",
     "SanitizerFrame",
@@ -405,6 +407,7 @@ AnyRecord = Annotated[
     | TorchMessage
     | ArchWarning
     | ProcessExit
-    | JobEvent,
+    | JobEvent
+    | NonFiniteLoss,
     Field(discriminator="kind"),
 ]
