@@ -26,6 +26,7 @@ from kbdebug.diagnosis import Diagnosis
 from kbdebug.frames import user_frame
 from kbdebug.normalise import Line
 from kbdebug.parse import parse_lines
+from kbdebug.plain_errors import live_facts
 from kbdebug.records import Frame, PyException, Record
 from kbdebug.values import dtype_name, plain_number
 
@@ -144,6 +145,8 @@ def add_frame_facts(diag: Diagnosis, live: LiveException, exc: BaseException) ->
         inc.facts["user_function"] = frame.f_code.co_name
         if code:
             inc.facts["user_code"] = code
+        for key, val in live_facts(type_name(type(source)), text, frame, line, code).items():
+            inc.facts.setdefault(key, val)
         tensors = frame_tensors(frame, code)
         if tensors:
             inc.facts["frame_tensors"] = tensors

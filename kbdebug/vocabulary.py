@@ -61,6 +61,25 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     "inplace_layers": "layers built with inplace=True in the failing function's modules",
     # diagnose(exc) (kbdebug.api), when reading the exception failed: it never raises
     "kbdebug_failure": "what kbdebug itself failed on while reading the exception (`RecursionError: ...`)",
+    # a plain Python error (kbdebug.diagnoser.plain from its message and failing line; kbdebug.plain_errors live)
+    "inner_error_type": "the type of the error a multi-line message re-raises (a DataLoader worker's)",
+    "inner_error_message": "its message",
+    "inner_code": "its failing line, as the message prints it",
+    "missing_key": "the key a KeyError names, as printed (`'image'`)",
+    "looked_up_in": 'the expression of the failing line the key was looked up in (`cfg["training"]`)',
+    "available_keys": "live: the first keys that mapping holds, as repr()",
+    "key_count": "live: how many keys it holds",
+    "indexed": "the subscripts of the failing line of an IndexError (`sys.argv[1]`)",
+    "sequence_name": "live: the subscripted expression that is too short (or the call that returned it)",
+    "sequence_length": "live: its length",
+    "index_value": "live: the index it was asked for",
+    "sequence_from_call": "live: the too-short sequence is a call's result, not read again",
+    "attribute_of": "the expression whose attribute (or subscript) failed (`img`)",
+    "attribute_of_type": "its type as the message names it (`NoneType`)",
+    "missing_attribute": "the attribute an AttributeError names",
+    "none_from": "live: the right-hand side of the last assignment of that None before the failing line",
+    "undefined_name": "the name a NameError names",
+    "similar_names": "live: names defined there that are close to it",
     # the guide filler
     "script": "the script to rerun: the user's frame's file, or the command's",
 }
