@@ -38,13 +38,19 @@ def live_facts(error_type: str, message: str, frame: FrameType, line: int, code:
 
 def _values(kind: str, facts: dict[str, Any], frame: FrameType, line: int, code: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if kind == "KeyError" and not facts.get("looked_up_in"):  # `label2id[label]`: the index is a name, not the literal
+        base = _mapping_missing(frame, code, str(facts.get("missing_key", "")))
+        if base:
+            out["looked_up_in"] = facts["looked_up_in"] = base
     if kind == "KeyError" and facts.get("looked_up_in"):
         mapping = _value(frame, str(facts["looked_up_in"]))
         if isinstance(mapping, Mapping):
-            out["available_keys"] = [repr(k) for k in list(mapping.keys())[:MAX_KEYS]]
+            out["available_keys"] = [_safe_repr(k) for k in list(mapping.keys())[:MAX_KEYS]]
             out["key_count"] = len(mapping)
     elif kind == "IndexError":
         out.update(_short_sequence(frame, code))
+    elif kind == "ValueError":
+        out.update(_unpacked_or_searched(frame, code))
     elif facts.get("attribute_of_type") == "NoneType" and facts.get("attribute_of"):
         source = _none_source(frame, line, str(facts["attribute_of"]))
         if source:
@@ -55,6 +61,44 @@ def _values(kind: str, facts: dict[str, Any], frame: FrameType, line: int, code:
         if close:
             out["similar_names"] = close
     return out
+
+
+def _unpacked_or_searched(frame: FrameType, code: str) -> dict[str, Any]:
+    """For `a, b = batch` / `for a, b in loader` (too many or not enough values to unpack): the unpacked value and its
+    length; for `classes.index(x)` (x is not in list): the list and its first items."""
+    tree = _parse(code)
+    for node in ast.walk(tree) if tree is not None else ():
+        value: ast.AST | None = None
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Tuple) for t in node.targets):
+            value = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "index":
+            value = node.func.value
+        found = _eval(frame, value) if value is not None else _MISSING
+        if isinstance(found, (list, tuple)) and value is not None:
+            return {
+                "sequence_name": ast.unparse(value),
+                "sequence_length": len(found),
+                "sequence_items": [_safe_repr(v)[:40] for v in found[:MAX_KEYS]],
+            }
+    return {}
+
+
+def _mapping_missing(frame: FrameType, code: str, key: str) -> str | None:
+    """The subscript of the failing line whose base is a mapping and whose index's value is the missing key."""
+    tree = _parse(code)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Subscript):
+            base, index = _eval(frame, node.value), _eval(frame, node.slice)
+            if isinstance(base, Mapping) and index is not _MISSING and _safe_repr(index) == key:
+                return ast.unparse(node.value)
+    return None
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return ""
 
 
 def _short_sequence(frame: FrameType, code: str) -> dict[str, Any]:

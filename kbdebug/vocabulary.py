@@ -73,6 +73,7 @@ CONTEXT_FACTS: Final[dict[str, str]] = {
     "sequence_name": "live: the subscripted expression that is too short (or the call that returned it)",
     "sequence_length": "live: its length",
     "index_value": "live: the index it was asked for",
+    "sequence_items": "live: the first items of a list unpacked or searched (`classes.index(x)`), as repr()",
     "sequence_from_call": "live: the too-short sequence is a call's result, not read again",
     "attribute_of": "the expression whose attribute (or subscript) failed (`img`)",
     "attribute_of_type": "its type as the message names it (`NoneType`)",

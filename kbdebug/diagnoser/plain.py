@@ -15,7 +15,8 @@ from typing import Any
 _EXC_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Iteration|Interrupt))(?::\s?(.*))?$")
 # `base[index]`: the base an expression of names, attributes, calls and subscripts (`cfg["a"]`, `glob(p)`).
 _SUBSCRIPT = re.compile(r"((?:[A-Za-z_][\w.]*)(?:\([^()]*\)|\[[^\[\]]*\])*)\[([^\[\]]+)\]")
-_ATTRIBUTE_ERROR = re.compile(r"^'([\w.]+)' object has no attribute '(\w+)'")
+_MARKS = re.compile(r"\s*[~^]+\s*")  # Python 3.11's marks under the failing part of a printed line
+_ATTRIBUTE_ERROR = re.compile(r"^'([\w.]+)' object has no attribute '(\w+)'|^(module '[\w.]+') has no attribute '(\w+)'")
 _NOT_SUBSCRIPTABLE = re.compile(r"^'([\w.]+)' object is not (subscriptable|iterable|callable)")
 _NAME_ERROR = re.compile(r"name '(\w+)' is not defined|local variable '(\w+)' referenced|cannot access (?:local|free) variable '(\w+)'")
 
@@ -30,7 +31,7 @@ def inner_error(message: str) -> dict[str, str]:
         m = _EXC_LINE.match(lines[k].strip())
         if m and not lines[k].startswith(" "):
             out = {"inner_error_type": m.group(1), "inner_error_message": (m.group(2) or "").strip()}
-            code = next((ln.strip() for ln in reversed(lines[:k]) if ln.startswith("    ") and not ln.strip().startswith("File ")), "")
+            code = next((ln.strip() for ln in reversed(lines[:k]) if ln.startswith("    ") and not _MARKS.fullmatch(ln)), "")
             if code:
                 out["inner_code"] = code
             return out
@@ -52,8 +53,9 @@ def plain_facts(error_type: str, message: str, code: str) -> dict[str, Any]:
         if subs:
             facts["indexed"] = [f"{base}[{index}]" for base, index in subs][:4]
     elif kind == "AttributeError" and (m := _ATTRIBUTE_ERROR.match(first)):
-        facts["attribute_of_type"], facts["missing_attribute"] = m.group(1), m.group(2)
-        owner = re.search(rf"([A-Za-z_][\w.]*(?:\([^()]*\)|\[[^\[\]]*\])*)\.{m.group(2)}\b", code)
+        owner_type, attribute = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        facts["attribute_of_type"], facts["missing_attribute"] = owner_type, attribute
+        owner = re.search(rf"([A-Za-z_][\w.]*(?:\([^()]*\)|\[[^\[\]]*\])*)\.{attribute}\b", code)
         if owner:
             facts["attribute_of"] = owner.group(1)
     elif kind == "TypeError" and (m := _NOT_SUBSCRIPTABLE.match(first)):
