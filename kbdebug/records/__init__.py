@@ -109,6 +109,7 @@ class PyException(Record):
         "raised_code",
         "shapes",
         "worker",
+        "replica",
         *SHAPE_FACTS,
     )
     exc_type: str
@@ -123,6 +124,8 @@ class PyException(Record):
     frame_input_shape: list[int] | None = None
     # Raised in DataLoader worker N and re-raised in the main process (`Caught X in DataLoader worker process N`)
     worker: int | None = None
+    # Raised in DataParallel's replica N and re-raised in the main process (`Caught X in replica N on device D`)
+    replica: int | None = None
     # Printed under `Original Traceback (most recent call last):`: the exception that the one before it re-raised
     # (a DataLoader worker's, a replica's). How it was read, not a fact: never dumped.
     original: bool = Field(default=False, exclude=True)
@@ -195,6 +198,8 @@ class PyException(Record):
         f = super().facts() | {"error_message": self.message.split("\n")[0].strip()}
         if self.worker is not None:
             f["worker"] = self.worker
+        if self.replica is not None:
+            f["replica"] = self.replica
         if self.exc_type:  # a message pasted without its `Type: ` has none
             f["error_type"] = self.exc_type
         user = self.user_frame
