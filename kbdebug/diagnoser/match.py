@@ -130,9 +130,7 @@ def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
 def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     """When no template fits, the rule whose indicator phrases the error's text holds most strongly."""
     text = evidence_text(rec)
-    if text is None or (getattr(rec, "exc_type", None) or "").endswith("Warning"):
-        # a warning the run went on after is no failure by its words alone (cuDNN's `Plan failed ... CUDNN_STATUS_NOT_SUPPORTED`
-        # tries the next plan); a warning that is evidence is read by a template or a record kind of its own
+    if text is None:
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
     for rule in kb.rules:

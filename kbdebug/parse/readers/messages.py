@@ -185,7 +185,9 @@ class MessagesReader(Reader):
                 records.remove(msg)
                 worker, replica = msg.values.get("worker"), msg.values.get("replica")
                 # the wrapper and the error it re-raises (printed under `Original Traceback`) both came from there
-                inner = [r for r in records if isinstance(r, PyException) and r.original and exc is not None and r.first_line > exc.first_line]
+                inner = [
+                    r for r in records if isinstance(r, PyException) and r.original and exc is not None and r.first_line > exc.first_line
+                ]
                 for target in [exc, *inner[:1]]:
                     if isinstance(target, PyException) and isinstance(worker, int):
                         target.worker = worker
