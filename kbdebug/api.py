@@ -57,7 +57,39 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
     `log` is extra output to read with it: text, or a path to a log file. Inside
     `kbdebug.capture()` what fd 2 received (the GPU's assertion lines) is read as well. The exception
     is read from the objects themselves (kbdebug.live): its type, message, chain and real frames.
+
+    It never raises, whatever the exception (its `__str__` may raise, its chain may be cyclic, its frames may
+    hold objects whose attributes raise): it runs in excepthooks and `except` blocks, where a second error
+    would hide the user's. What kbdebug itself failed on is then the fact `kbdebug_failure` of an `other`.
     """
+    try:
+        return _diagnose(exc, log, kb_dirs)
+    except Exception as failure:
+        return _plain_diagnosis(exc, failure, kb_dirs)
+
+
+def _plain_diagnosis(exc: BaseException, failure: Exception, kb_dirs: list[Path] | None) -> Diagnosis:
+    """The error as the catch-all names it, with what kbdebug failed on; completed (guide, signature) where that works."""
+    facts: Facts = {
+        "error_type": live.type_name(type(exc)),
+        "kbdebug_failure": f"{type(failure).__name__}: {live.safe_str(failure)[:200]}",
+    }
+    message = live.safe_str(exc).strip()
+    if message:
+        facts["error_message"] = message.splitlines()[0][:500]
+    source = f"<{facts['error_type']}>"
+    inc = Incident(rule="other", title="other", confidence=0.3, facts=facts)
+    try:
+        kb = load_kb(kb_dirs)
+        rule = kb.get("other")
+        if rule is not None:
+            inc.title = rule.title
+        return _public(pipeline.complete([inc], kb, source, "script"))
+    except Exception:  # even the catch-all's guide failed: the error as read is still an answer
+        return Diagnosis(source=source, incidents=[inc])
+
+
+def _diagnose(exc: BaseException, log: str | os.PathLike[str] | None, kb_dirs: list[Path] | None) -> Diagnosis:
     guarded = _guard_diagnosis(exc, kb_dirs)
     if guarded is not None:
         return guarded

@@ -46,6 +46,8 @@ Producer = Literal[
     "caller",
     "context",
     "guard",
+    "nonfinite_loss",
+    "kbdebug",
 ]
 
 # When two producers set one fact, the first of these that set it wins: what the live frames saw (the exception
@@ -310,6 +312,34 @@ class Facts(TypedDict, total=False):
     frame_modules: Annotated[dict[str, ModuleCounts], _f("the modules the failing function holds, with their parameter counts", "live")]
     inplace_candidates: Annotated[list[InplaceWrite], _f("the failing function's in-place writes to a tensor of the saved shape", "live")]
     inplace_layers: Annotated[list[str], _f("layers built with inplace=True in the failing function's modules", "live")]
+    # -- a training run's own progress lines (the `training` format): the first loss that is not a number
+    loss_name: Annotated[str, _f("the loss as its progress line names it (`loss`, `train_loss`)", "nonfinite_loss")]
+    loss_value: Annotated[str, _f("its value as printed (`nan`, `inf`)", "nonfinite_loss")]
+    nonfinite_epoch: Annotated[str, _f("the epoch that line printed, as printed", "nonfinite_loss")]
+    nonfinite_step: Annotated[str, _f("the step that line printed, as printed", "nonfinite_loss")]
+    nonfinite_loss_lines: Annotated[int, _f("how many progress lines print a non-finite loss", "nonfinite_loss")]
+    replica: Annotated[int, _f("the DataParallel replica an exception was raised in", "exception")]
+    # -- a plain Python error, from its message and failing line (kbdebug.diagnoser.plain) and, live, its values
+    inner_error_type: Annotated[str, _f("the type of the error a multi-line message re-raises (a DataLoader worker's)", "context")]
+    inner_error_message: Annotated[str, _f("its message", "context")]
+    inner_code: Annotated[str, _f("its failing line, as the message prints it", "context")]
+    missing_key: Annotated[str, _f("the key a KeyError names, as printed (`'image'`)", "context")]
+    looked_up_in: Annotated[str, _f('the expression the key was looked up in (`cfg["training"]`)', "context", "live")]
+    available_keys: Annotated[list[str], _f("live: the first keys that mapping holds, as repr()", "live")]
+    key_count: Annotated[int, _f("live: how many keys it holds", "live")]
+    indexed: Annotated[list[str], _f("the subscripts of the failing line of an IndexError (`sys.argv[1]`)", "context")]
+    sequence_name: Annotated[str, _f("live: the subscripted expression that is too short (or the call that returned it)", "live")]
+    sequence_length: Annotated[int, _f("live: its length", "live")]
+    index_value: Annotated[int, _f("live: the index it was asked for", "live")]
+    sequence_items: Annotated[list[str], _f("live: the first items of a list unpacked or searched, as repr()", "live")]
+    sequence_from_call: Annotated[bool, _f("live: the too-short sequence is a call's result, not read again", "live")]
+    attribute_of: Annotated[str, _f("the expression whose attribute (or subscript) failed (`img`)", "context")]
+    attribute_of_type: Annotated[str, _f("its type as the message names it (`NoneType`)", "context")]
+    missing_attribute: Annotated[str, _f("the attribute an AttributeError names", "context")]
+    none_from: Annotated[str, _f("live: the right-hand side of the last assignment of that None before the failing line", "live")]
+    undefined_name: Annotated[str, _f("the name a NameError names", "context")]
+    similar_names: Annotated[list[str], _f("live: names defined there that are close to it", "live")]
+    kbdebug_failure: Annotated[str, _f("what kbdebug itself failed on while reading a live exception (it never raises)", "kbdebug")]
     # -- what kbdebug.guard() reports with the error it raises
     bad_value: Annotated[Number, _f("the first bad value", "guard")]
     position: Annotated[list[int], _f("its position", "guard")]
@@ -340,7 +370,7 @@ def declarations() -> dict[str, tuple[Any, Fact]]:
 def declared_by(*producers: str) -> frozenset[str]:
     """The facts any of `producers` makes (a record kind also makes those every record makes: `records`)."""
     wanted = set(producers)
-    if wanted & set(get_args(Producer)) - {"live", "match", "caller", "context", "guard"}:
+    if wanted & set(get_args(Producer)) - {"live", "match", "caller", "context", "guard", "kbdebug"}:
         wanted.add("records")
     return frozenset(name for name, (_, fact) in declarations().items() if wanted & set(fact.by))
 

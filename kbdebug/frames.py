@@ -15,6 +15,8 @@ from types import FrameType, TracebackType
 LIBRARY_PATH = re.compile(
     r"site-packages|dist-packages|[\\/]lib[\\/]python\d|^<frozen|^<string>|[\\/]torch[\\/](?:nn|autograd|cuda|utils|_tensor|"
     r"functional|distributed|_dynamo|_inductor|optim|serialization|_utils|_ops|amp|__init__)|^/usr/lib/python"
+    # a compiled module's source as Cython prints it (`pandas/_libs/parsers.pyx`), numpy's dispatch shim
+    r"|\.(?:pyx|pxd|pxi)$|^<__array_function__ internals>"
 )
 
 
@@ -26,7 +28,7 @@ LIBRARY_PATH = re.compile(
 LIBRARY_PACKAGES = (
     "monai|transformers|timm|torchvision|torchaudio|ignite|torchmetrics|segmentation_models_pytorch|lightning|"
     "pytorch_lightning|lightning_fabric|deepspeed|accelerate|triton|mmcv|mmengine|apex|peft|diffusers|xformers|"
-    "bitsandbytes|flash_attn|numpy|scipy|sklearn|PIL"
+    "bitsandbytes|flash_attn|numpy|scipy|sklearn|PIL|pandas|albumentations|kornia|cv2"
 )
 _PACKAGE_TREE = re.compile(rf"(?:^|[\\/])(?:{LIBRARY_PACKAGES})[\\/](?:[\w.-]+[\\/])*[\w.-]+\.py$")
 _USER_FOLDERS = re.compile(r"(?:^|[\\/])(?:scripts?|examples?|tests?|tools|experiments?|notebooks?)[\\/]")

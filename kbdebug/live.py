@@ -27,6 +27,7 @@ from kbdebug.facts import Facts, InplaceWrite, ModuleCounts, TensorInfo
 from kbdebug.frames import location, user_frame
 from kbdebug.normalise import Line
 from kbdebug.parse import parse_lines
+from kbdebug.plain_errors import live_facts
 from kbdebug.records import Frame, PyException, Record
 from kbdebug.values import dtype_name, plain_number
 
@@ -55,9 +56,17 @@ def chain_of(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def safe_str(obj: object) -> str:
+    """`str(obj)`, or what Python's traceback prints when that raises (an exception's own `__str__` may)."""
+    try:
+        return str(obj)
+    except Exception:
+        return "<exception str() failed>"
+
+
 def type_name(cls: type) -> str:
     """The exception type as a traceback prints it (`RuntimeError`, `torch.OutOfMemoryError`)."""
-    mod = cls.__module__
+    mod = getattr(cls, "__module__", None)
     return cls.__qualname__ if mod in ("builtins", "__main__") else f"{mod}.{cls.__qualname__}"
 
 
@@ -75,8 +84,8 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
             relation = "cause" if e.__cause__ is chain[i - 1] else "context"
             printed += _CAUSE if relation == "cause" else _CONTEXT
         start = first_line + len(printed)
-        block = "".join(traceback.format_exception(e, chain=False)).splitlines()
-        only = "".join(traceback.format_exception_only(e)).splitlines() or [type_name(type(e))]
+        block = _bounded("".join(traceback.format_exception(e, chain=False)).splitlines(), 4 * MAX_MESSAGE_LINES)
+        only = _bounded("".join(traceback.format_exception_only(e)).splitlines()) or [type_name(type(e))]
         printed += block
         end = first_line + len(printed) - 1
         summary = traceback.extract_tb(e.__traceback__)
@@ -117,14 +126,25 @@ def _notebook_cell(filename: str) -> int | None:
     return number if isinstance(number, int) else None
 
 
+MAX_MESSAGE_LINES, MAX_LINE = 400, 16_384  # of an exception's message read: a tensor printed whole is not evidence
+
+
+def _bounded(lines: list[str], most: int = MAX_MESSAGE_LINES) -> list[str]:
+    """At most `most` of the lines (head and tail kept), each at most MAX_LINE characters."""
+    if len(lines) > most:
+        half = most // 2
+        lines = [*lines[:half], "...", *lines[-half:]]
+    return [t if len(t) <= MAX_LINE else t[: MAX_LINE - 1] + "…" for t in lines]
+
+
 def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, saved_shape: list[int] | None = None) -> LiveSite:
     """The live facts of one exception: the error as raised, the user's innermost frame (`found`: its own, else
     the chain's), its source line, its tensors and modules; `saved_shape`, the shape of a tensor saved for
     backward that was written in place (its message says), asks where in that function it was written."""
     facts: Facts = {"error_type": type_name(type(exc))}
-    text = _text_of(exc)
+    text = safe_str(exc).strip()
     if text:
-        facts["error_message"] = text.splitlines()[0].strip()
+        facts["error_message"] = _bounded([text.splitlines()[0].strip()])[0]
     if found is None:
         return LiveSite(facts)
     frame, line, code = found
@@ -132,6 +152,8 @@ def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, save
     facts["user_function"] = frame.f_code.co_name
     if code:
         facts["user_code"] = code
+    for key, val in live_facts(type_name(type(exc)), text, frame, line, code).items():  # a plain Python error's values
+        facts.setdefault(key, val)  # type: ignore[misc]  # declared facts (kbdebug.facts)
     tensors = frame_tensors(frame, code)
     if tensors:
         facts["frame_tensors"] = tensors
@@ -146,14 +168,6 @@ def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, save
         if layers:
             facts["inplace_layers"] = layers
     return LiveSite(facts, frame_inputs(frame, code))
-
-
-def _text_of(exc: BaseException) -> str:
-    """The exception's message, or "" when its `__str__` itself fails."""
-    try:
-        return str(exc).strip()
-    except Exception:  # a user's __str__ may raise anything: the message is then unknown
-        return ""
 
 
 def running_script() -> Facts:
@@ -233,7 +247,10 @@ def _lookup(frame: FrameType, name: str) -> Any:
     head, *rest = name.split(".")
     val = frame.f_locals[head] if head in frame.f_locals else frame.f_globals.get(head)
     for attr in rest:
-        val = getattr(val, attr, None)
+        try:  # a user's `__getattr__` may raise anything (an nn.Module wrapper's recursing one: RecursionError)
+            val = getattr(val, attr, None)
+        except Exception:
+            return None
     return val
 
 
@@ -264,7 +281,10 @@ def _frame_modules(frame: FrameType) -> dict[str, ModuleCounts]:
     out: dict[str, ModuleCounts] = {}
     for name, val in list(frame.f_locals.items()):
         if isinstance(val, torch.nn.Module) and len(out) < 4:
-            params = list(val.parameters())
+            try:  # a half-built module (its wrapper's `__getattr__` recursing) is no evidence
+                params = list(val.parameters())
+            except Exception:
+                continue
             out[name] = {"parameters": len(params), "trainable": sum(1 for p in params if p.requires_grad)}
     return out
 
@@ -278,7 +298,11 @@ def _inplace_layers(frame: FrameType) -> list[str]:
     out: list[str] = []
     for name, val in list(frame.f_locals.items()):
         if isinstance(val, torch.nn.Module):
-            for sub, mod in val.named_modules():
+            try:
+                named = list(val.named_modules())
+            except Exception:  # as in _frame_modules
+                continue
+            for sub, mod in named:
                 if getattr(mod, "inplace", False) is True and len(out) < 5:
                     out.append(f"{name}.{sub} ({type(mod).__name__})" if sub else f"{name} ({type(mod).__name__})")
     return out

@@ -25,6 +25,7 @@ import re
 import shlex
 from typing import Any
 
+from kbdebug.diagnoser.plain import plain_facts
 from kbdebug.diagnosis import Incident
 from kbdebug.facts import Facts, merge
 from kbdebug.kb.commands import needs_cuda
@@ -95,12 +96,21 @@ def context_facts(inc: Incident, origin: str | None = None, device_side: bool = 
     facts.update(operand_names(str(inc.facts.get("user_code") or ""), inc.facts.get("frame_tensors") or {}))
     facts.update(dtype_roles({**inc.facts, **facts}))
     facts.update(source_tensor(inc.facts))
+    facts.update(_plain(inc.facts))
     settings = call_settings(str(inc.facts.get("user_code") or ""))
     if settings:
         facts["call_settings"] = settings
         if isinstance(settings.get("num_classes"), int):
             facts["num_classes"] = settings["num_classes"]  # what the call was told beats what a shape suggests
     return facts
+
+
+def _plain(facts: Facts) -> dict[str, Any]:
+    """What a plain Python error names (kbdebug.diagnoser.plain): of the exception a worker re-raised, where its message
+    prints one (read live: kbdebug.plain_errors), else of the error on the failing line."""
+    if facts.get("inner_error_type"):
+        return plain_facts(str(facts["inner_error_type"]), str(facts.get("inner_error_message") or ""), str(facts.get("inner_code") or ""))
+    return plain_facts(str(facts.get("error_type") or ""), str(facts.get("error_message") or ""), str(facts.get("user_code") or ""))
 
 
 def call_settings(code: str) -> dict[str, Any]:

@@ -71,7 +71,7 @@ def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
                 cand = (_priority(rule, m), m.confidence, rule, m)
                 if best is None or cand[:2] > best[:2]:
                     best = cand
-    if best is None or "fallback" in best[2].tags:
+    if best is None or ("fallback" in best[2].tags and not best[3].settles):
         inferred = infer_rule(rec, kb)
         if inferred is not None:
             return inferred

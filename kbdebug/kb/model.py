@@ -53,6 +53,10 @@ class Match(BaseModel):
     # torchrun's `exitcode: -6`) is how a job ended, and any other cause found explains it. An incident
     # whose every record is such evidence folds under any other named cause.
     weak: bool = False
+    # Evidence that settles what the error is, though it names no specific cause: Python's own wording of a plain
+    # error (`list index out of range`, `'NoneType' object is not subscriptable`), owned by the catch-all. No other
+    # rule's phrases are inferred over it: `index out of range` is not a cut-off `index out of range in self`.
+    settles: bool = False
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
     # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
     _inferred_from: tuple[str, ...] = PrivateAttr(default=())

@@ -22,6 +22,7 @@ from kbdebug.records.base import Record, Triple
 from kbdebug.records.distributed import ElasticFailure, NcclEvent
 from kbdebug.records.job import JobEvent, ProcessExit
 from kbdebug.records.sanitizer import SanitizerFrame, SanitizerReport, SanitizerSummary
+from kbdebug.records.training import NonFiniteLoss
 from kbdebug.shapes import relation, shape_facts, shapes_in
 from kbdebug.values import size_bytes
 
@@ -30,6 +31,7 @@ __all__ = [
     "ElasticFailure",
     "JobEvent",
     "NcclEvent",
+    "NonFiniteLoss",
     "ProcessExit",
     "Record",
     "SanitizerFrame",
@@ -102,6 +104,8 @@ class PyException(Record):
     frame_input_shape: list[int] | None = None
     # Raised in DataLoader worker N and re-raised in the main process (`Caught X in DataLoader worker process N`)
     worker: int | None = None
+    # Raised in DataParallel's replica N and re-raised in the main process (`Caught X in replica N on device D`)
+    replica: int | None = None
     # Printed under `Original Traceback (most recent call last):`: the exception that the one before it re-raised
     # (a DataLoader worker's, a replica's). How it was read, not a fact: never dumped.
     original: bool = Field(default=False, exclude=True)
@@ -174,6 +178,8 @@ class PyException(Record):
         f = super().facts() | {"error_message": self.message.split("\n")[0].strip()}
         if self.worker is not None:
             f["worker"] = self.worker
+        if self.replica is not None:
+            f["replica"] = self.replica
         if self.exc_type:  # a message pasted without its `Type: ` has none
             f["error_type"] = self.exc_type
         user = self.user_frame
@@ -377,7 +383,8 @@ AnyRecord = Annotated[
     | TorchMessage
     | ArchWarning
     | ProcessExit
-    | JobEvent,
+    | JobEvent
+    | NonFiniteLoss,
     Field(discriminator="kind"),
 ]
 

@@ -176,15 +176,23 @@ class MessagesReader(Reader):
     @classmethod
     def link(cls, records: list[Record]) -> None:
         """A message printed in an exception's lines says something of that exception: a wrapper's note
-        (`Caught X in DataLoader worker process N`) is no error, only the worker the exception came from; an
+        (`Caught X in DataLoader worker process N`, `Caught X in replica N on device D`) is no error, only the worker or
+        replica the exception came from; an
         index error's op is the one named on the source line that raised it."""
         for msg in [r for r in records if isinstance(r, TorchMessage)]:
             exc = containing(records, "exception", msg.first_line)
-            if msg.template == "caught_in_worker":
+            if msg.template in ("caught_in_worker", "caught_in_replica"):
                 records.remove(msg)
-                worker = msg.values.get("worker")
-                if isinstance(exc, PyException) and isinstance(worker, int):
-                    exc.worker = worker
+                worker, replica = msg.values.get("worker"), msg.values.get("replica")
+                # the wrapper and the error it re-raises (printed under `Original Traceback`) both came from there
+                inner = [
+                    r for r in records if isinstance(r, PyException) and r.original and exc is not None and r.first_line > exc.first_line
+                ]
+                for target in [exc, *inner[:1]]:
+                    if isinstance(target, PyException) and isinstance(worker, int):
+                        target.worker = worker
+                    if isinstance(target, PyException) and isinstance(replica, int):
+                        target.replica = replica
             elif msg.template == "index_oob" and isinstance(exc, PyException) and (op := _calling_op(exc.frames, _INDEX_OPS)):
                 msg.values["op"] = op
 

@@ -1,0 +1,68 @@
+"""A plain Python error of an ML script, raised live, gets an `other` page that names the failing object, the
+key/index/attribute/name that failed and its value (the dict's keys, the list's length, the call that returned
+None), as friendly-traceback does (benchmarks/plain_errors_vs_friendly.py compares the two on these errors)."""
+
+from __future__ import annotations
+
+import pytest
+from plain_live_errors import CASES, Case, names_all
+
+from kbdebug import diagnose
+
+
+def _page(case: Case) -> tuple[str, dict]:
+    with pytest.raises(Exception) as info:
+        case.fn()
+    inc = diagnose(info.value).incidents[0]
+    assert inc.rule == "other"
+    return " ".join(str(inc.guide.get(k, "")) for k in ("what", "why", "confirm", "fix")), inc.facts
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_the_page_names_the_failing_object_member_and_value(case: Case) -> None:
+    text, _ = _page(case)
+    assert names_all(text, case.names) == [True, True, True], text
+
+
+def _case(name: str) -> Case:
+    return next(c for c in CASES if c.name == name)
+
+
+def test_a_config_key_names_the_dict_and_its_keys() -> None:
+    _, facts = _page(_case("config_key"))
+    assert facts["missing_key"] == "'n_workers'" and facts["looked_up_in"] == 'cfg["training"]'
+    assert facts["available_keys"] == ["'batch_size'", "'lr'", "'epochs'"] and facts["key_count"] == 3
+
+
+def test_an_index_past_a_datasets_list_names_its_length_and_the_index() -> None:
+    _, facts = _page(_case("dataset_len_index"))
+    assert (facts["sequence_name"], facts["sequence_length"], facts["index_value"]) == ("self.labels", 3, 3)
+
+
+def test_a_none_names_the_call_that_returned_it() -> None:
+    text, facts = _page(_case("none_attribute"))
+    assert facts["none_from"] == "load_image(path)" and facts["attribute_of"] == "img"
+    assert "`load_image(path)`, which returned None" in text
+
+
+def test_a_workers_reraised_error_explains_the_inner_one() -> None:
+    pytest.importorskip("torch")
+    text, facts = _page(_case("worker_key"))
+    assert facts["error_message"] == "Caught KeyError in DataLoader worker process 0."
+    assert (facts["inner_error_type"], facts["inner_error_message"]) == ("KeyError", "'image'")
+    assert facts["inner_code"] == 'sample["image"]' and facts["missing_key"] == "'image'"
+    assert "the error itself is `KeyError: 'image'`" in text
+
+
+def test_a_call_is_never_made_to_read_a_value() -> None:
+    calls: list[int] = []
+
+    def files() -> list[str]:
+        calls.append(1)
+        return []
+
+    with pytest.raises(IndexError) as info:
+        files()[0]
+    calls.clear()
+    facts = diagnose(info.value).incidents[0].facts
+    assert calls == [] and facts["sequence_name"] == "files()" and facts["sequence_from_call"] is True
