@@ -101,3 +101,11 @@ def test_an_argument_the_parser_never_defined_is_a_config_error() -> None:
     assert inc.rule == "config_error"
     assert inc.facts["config_key"] == "warmup_epochs"
     assert 'parser.add_argument("--warmup-epochs", ...)' in guide(inc)
+
+
+def test_argparse_refusing_the_command_line_is_a_config_error() -> None:
+    parser = argparse.ArgumentParser(prog="train.py")
+    parser.add_argument("--epochs", type=int, default=1)
+    inc = root(lambda: parser.parse_args(["-f", "/root/.local/share/jupyter/runtime/kernel-1.json"]))
+    assert inc.rule == "config_error"
+    assert "parser.parse_args(args=[])" in guide(inc)
