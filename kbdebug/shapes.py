@@ -38,7 +38,8 @@ def relation(a: Shape, b: Shape) -> Relation:
     """What differs between two shapes, read as `[batch, channel, spatial...]`.
 
     - `channel`: rank >= 3, only dim 1 differs (label `[B,1,H,W]` vs logits `[B,C,H,W]`), or both
-      flattened and one holds a whole number of the other's pixels (see `flattened_classes`);
+      flattened and one holds a whole number of the other's pixels (see `flattened_classes`), or the
+      class dim was folded into the next one (see `onehot_merged`);
     - `class`: rank 2, only dim 1 differs (`[B,C]` vs `[B,K]`);
     - `batch`: only dim 0 differs;
     - `spatial`: the same rank and batch, dims after the channel differ (or several after the batch);
@@ -48,6 +49,8 @@ def relation(a: Shape, b: Shape) -> Relation:
     """
     if a == b:
         return "same"
+    if onehot_merged(a, b):
+        return "channel"
     if len(a) != len(b) and math.prod(a) == math.prod(b):
         # the same elements laid out in other dims: one side was flattened or reshaped (`[4, 5]` vs `[20]`,
         # `[18432, 2]` vs `[384, 48, 2]`), a rank mismatch even where a leading dim happens to differ
@@ -88,6 +91,16 @@ def flattened_classes(a: int, b: int) -> int | None:
         return None
     k = big // small
     return k if 2 <= k <= MAX_CLASSES else None
+
+
+def onehot_merged(a: Shape, b: Shape) -> bool:
+    """`[2, 2, 32, 32, 32]` against `[2, 64, 32, 32]`: the shorter is the longer with its class dim folded into the
+    next one (2 x 32 = 64). A label that lost its channel dim (`y.argmax(1)`) and was then one-hot encoded by a
+    loss along dim 1, which it took for the class dim: the label's channels stacked into a spatial dim."""
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    if len(longer) != len(shorter) + 1 or len(longer) < 4 or not 2 <= longer[1] <= MAX_CLASSES:
+        return False
+    return shorter == [longer[0], longer[1] * longer[2], *longer[3:]]
 
 
 def differing_dims(a: Shape, b: Shape) -> list[int]:

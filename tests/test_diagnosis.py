@@ -68,6 +68,9 @@ RULE_FIXTURES = {
     "backward_twice": TB + "RuntimeError: Trying to backward through the graph a second time (or directly access saved "
     "tensors after they have already been freed).\n",
     "no_grad_fn": TB + "RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn\n",
+    "concat_size_mismatch": TB + "RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 25 but got size 24 "
+    "for tensor number 1 in the list.\n",
+    "config_error": TB + "KeyError: 'Non-existent config key: SOLVER.BASE_LRR'\n",
     "collate_size_mismatch": TB + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at "
     "entry 0 and [3, 200, 300] at entry 1\n",
     "host_oom": TB + "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes.\n",
@@ -330,7 +333,7 @@ MESSAGE_RULES = [
     ),
     (
         "RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 32 but got size 31 for tensor number 1 in the list.",
-        "broadcast_shape_mismatch",
+        "concat_size_mismatch",
     ),
 ]
 

@@ -277,9 +277,25 @@ def test_cat_advice_names_the_cat_dim_as_the_one_that_may_differ() -> None:
         torch.cat([a, b], dim=0)
 
     inc = root(cat)
-    assert "needs every other dim equal" in inc.guide["what"]
+    assert inc.rule == "concat_size_mismatch"
+    assert "along dim 0, and every other dim must be equal" in inc.guide["what"]
+    assert "has size 4 where 3 was expected" in inc.guide["what"]
     assert inc.guide["fix"].startswith("Make every dim but 0 agree")
-    assert "Broadcasting" not in inc.guide["why"]
+    assert "U-Net" not in guide(inc) and "Broadcasting" not in inc.guide["why"]
+
+
+def test_unet_skip_connection_of_an_odd_input_is_named_with_the_downsampling_factor() -> None:
+    def unet() -> None:
+        x = torch.rand(1, 3, 75, 75)
+        down = F.max_pool2d(x, 2)  # 37 x 37
+        up = F.interpolate(down, scale_factor=2)  # 74 x 74
+        torch.cat([x, up], dim=1)
+
+    inc = root(unet)
+    assert inc.rule == "concat_size_mismatch"
+    assert inc.facts["size_a"] == 75 and inc.facts["size_b"] == 74 and inc.facts["retry"] == "no"
+    assert "skip connection" in inc.guide["why"] and "not divisible" in inc.guide["why"]
+    assert "F.pad(x, (0, (-w) % 32, 0, (-h) % 32))" in inc.guide["fix"]
 
 
 def test_plain_embedding_gets_no_hugging_face_advice() -> None:

@@ -14,6 +14,7 @@ from kbdebug.verify import (  # noqa: E402
     check_build,
     check_class_targets,
     check_devices,
+    check_divisible,
     check_embedding_ids,
     check_finite,
     check_index,
@@ -241,3 +242,26 @@ def test_check_result_is_importable_without_torch() -> None:
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True"]
+
+
+def test_divisible_names_the_halvings_and_the_padded_size() -> None:
+    x = torch.zeros(2, 3, 75, 600)
+    with unchanged(x):
+        res = check_divisible(x, factor=32)
+    assert res.passed is False and res.values["padded"] == [96, 608] and res.values["largest_power_of_two"] == [1, 8]
+    assert "halve exactly only 0 times" in res.finding
+    assert res.fix == "pad to [96, 608]: h, w = x.shape[-2:]; x = F.pad(x, (0, (-w) % 32, 0, (-h) % 32))"
+    assert check_divisible(torch.zeros(1, 3, 256, 512)).passed is True
+    assert check_divisible(torch.zeros(1, 1, 48, 48, 48), factor=16).values["spatial"] == [48, 48, 48]
+
+
+def test_a_concat_diagnosis_runs_the_divisibility_check_on_the_input() -> None:
+    log = (
+        'Traceback (most recent call last):\n  File "unet.py", line 33, in forward\n    x = torch.cat([x2, x1], dim=1)\n'
+        "RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 75 but got size 74 for tensor number 1 in the list.\n"
+    )
+    diag = diagnose_text(log)
+    assert diag.root is not None and "input_divisible" in diag.root.checks
+    diag.verify(x=torch.zeros(1, 3, 150, 150))
+    results = {r["name"]: r for r in diag.root.verification}
+    assert results["input_divisible"]["passed"] is False and results["input_divisible"]["values"]["padded"] == [160, 160]

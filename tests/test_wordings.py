@@ -61,9 +61,15 @@ LIBRARY_MESSAGES = {
         + "RuntimeError: index out of range: Tried to access index 512 out of table with 511\n",
         "embedding_index_oob",
     ),
-    # smp's soft_dice_score: a bare assert on the two sizes
+    # smp's soft_dice_score: a bare assert on the two sizes in a Dice loss, which compares a one-hot label with
+    # per-class probabilities: a label not one-hot to the prediction's channels (smp's mode given the other layout)
     "bare AssertionError on a shape compare": (
         '  File "/home/u/proj/losses.py", line 12, in dice\n    assert pred.size() == target.size()\nAssertionError\n',
+        "channel_onehot_mismatch",
+    ),
+    # the same assert outside a Dice-type loss or metric says only that the target's shape is wrong
+    "bare AssertionError on a shape compare, no Dice": (
+        '  File "/home/u/proj/losses.py", line 12, in regress\n    assert pred.size() == target.size()\nAssertionError\n',
         "target_shape_mismatch",
     ),
 }

@@ -167,6 +167,12 @@ class PyException(Record):
         return frame.code if frame is not None else None
 
     @property
+    def raised_function(self) -> str | None:
+        """The function of the innermost frame: what the failing op was for (`one_hot`, `label_onehot`,
+        `dice_coeff`), when the op's own wording says only what it is (a scatter, a broadcast)."""
+        return self.frames[-1].function if self.frames else None
+
+    @property
     def raised_code(self) -> str | None:
         """The source line of the innermost frame that printed one."""
         for frame in reversed(self.frames):
@@ -335,6 +341,10 @@ class TorchMessage(Record):
     shapes: list[list[int]] = []
     input_shape: list[int] | None = None
     target_shape: list[int] | None = None
+    # The source lines and function names of the exception the message was printed in (PyException.context_text):
+    # what a template's values mean depends on the op and the names there (two flattened sizes in a Dice loss).
+    # Evidence for matching, not a fact: never dumped.
+    context_text: str = Field(default="", exclude=True)
 
     @property
     def shape_relation(self) -> str | None:

@@ -11,6 +11,7 @@ from kbdebug.verify.checks import (
     check_bce_inputs,
     check_class_targets,
     check_devices,
+    check_divisible,
     check_embedding_ids,
     check_finite,
     check_index,
@@ -223,6 +224,13 @@ def _run_shapes(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
     return check_shapes(error_shapes=facts.get("shapes"), **named)
 
 
+def _run_divisible(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
+    x = _pick(t, "inputs", facts)
+    if x is None:
+        return _needs("input_divisible", "inputs")
+    return check_divisible(x, factor=int(t.get("factor") or facts.get("divisible_by") or 32))
+
+
 def _run_target_dtype(facts: dict[str, Any], t: dict[str, Any]) -> CheckResult:
     target = _pick(t, "target", facts)
     if target is None:
@@ -243,6 +251,7 @@ RUNNERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], CheckResult]] = {
     "finite": _run_finite,
     "shapes": _run_shapes,
     "target_dtype": _run_target_dtype,
+    "input_divisible": _run_divisible,
     "build": lambda facts, t: check_build(),
     "oom_context": lambda facts, t: check_oom_context(),
 }
@@ -278,6 +287,7 @@ __all__ = [
     "check_oom_context",
     "check_probabilities",
     "check_segmentation",
+    "check_divisible",
     "check_shapes",
     "check_target_dtype",
     "describe",

@@ -306,6 +306,26 @@ def check_target_dtype(target: torch.Tensor, *, loss: str = "cross_entropy", inp
     raise ValueError(f"unknown loss {loss!r}; use one of {', '.join(_INDEX_LOSSES + _FLOAT_LOSSES)}")
 
 
+def check_divisible(x: torch.Tensor, factor: int = 32) -> CheckResult:
+    """Whether an image batch's spatial sizes are multiples of a network's total downsampling factor (a U-Net's
+    2 ** depth, an encoder's output stride): each pooling floors an odd size, and a skip connection then joins
+    maps one pixel apart (concat_size_mismatch). Reads only the shape."""
+    spatial = [int(s) for s in (x.shape[2:] if x.dim() >= 4 else x.shape[-2:])]
+    powers = [s & -s for s in spatial]  # the largest power of two each size holds: how many halvings stay exact
+    padded = [-(-s // factor) * factor for s in spatial]
+    values: dict[str, Any] = {"spatial": spatial, "factor": factor, "largest_power_of_two": powers, "padded": padded}
+    if all(s % factor == 0 for s in spatial):
+        return CheckResult(name="input_divisible", passed=True, values=values, finding=f"spatial sizes {spatial} are multiples of {factor}")
+    pad = ", ".join(f"0, (-{d}) % {factor}" for d in ("w", "h")[: len(spatial)])
+    return CheckResult(
+        name="input_divisible",
+        passed=False,
+        values=values,
+        finding=f"spatial sizes {spatial} are not all multiples of {factor}: they halve exactly only {min(powers).bit_length() - 1} times",
+        fix=f"pad to {padded}: h, w = x.shape[-2:]; x = F.pad(x, ({pad}))" if len(spatial) == 2 else f"pad or resize to {padded}",
+    )
+
+
 def check_finite(*tensors: torch.Tensor, **named: torch.Tensor) -> CheckResult:
     """NaN and inf counts of each tensor: where a NaN loss starts."""
     found: dict[str, dict[str, int]] = {}

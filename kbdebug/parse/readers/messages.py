@@ -4,7 +4,7 @@ roles of the shapes it names, and the op on the source line that raised it."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lark import Token
@@ -93,11 +93,17 @@ def _extra_singleton(out: Fields) -> Fields:
     return {"extra_singleton_dim": 1} if len(b) == len(a) + 1 and len(b) > 1 and b[1] == 1 else {}
 
 
-def _flattened(out: Fields) -> Fields:
-    """`Expected input batch_size (6750208) to match target batch_size (65536)`: flattened logits that
-    kept their class dim against a flattened label; the class count is the ratio (kbdebug.shapes)."""
-    k = flattened_classes(out["values"]["input_batch"], out["values"]["target_batch"])
-    return {} if k is None else {"flattened_classes": k}
+def _flattened(a: str, b: str) -> Callable[[Fields], Fields]:
+    """`Expected input batch_size (6750208) to match target batch_size (65536)`, a broadcast of `6750208` against
+    `65536`, TH's `inconsistent tensor size` of `16384` and `49152` elements: flattened logits that kept their
+    class dim against a flattened label; the class count is the ratio (kbdebug.shapes)."""
+
+    def derive(out: Fields) -> Fields:
+        x, y = out["values"].get(a), out["values"].get(b)
+        k = flattened_classes(x, y) if isinstance(x, int) and isinstance(y, int) else None
+        return {} if k is None else {"flattened_classes": k}
+
+    return derive
 
 
 def _view_numel(out: Fields) -> Fields:
@@ -126,7 +132,9 @@ def _inplace(out: Fields) -> Fields:
 # a DataLoader names its worker's signal by strsignal's text (`Bus error`), a fact names it as `SIGBUS`.
 _DERIVED = {
     "worker_killed": lambda out: {"signal": signal_of_text(str(out["values"].get("signal_text", "")))},
-    "batch_size": _flattened,
+    "batch_size": _flattened("input_batch", "target_batch"),
+    "broadcast": _flattened("size_a", "size_b"),
+    "inconsistent": _flattened("size_a", "size_b"),
     "view_size": _view_numel,
     "unflatten_size": _view_numel,
     "inplace_version": _inplace,
@@ -181,6 +189,8 @@ class MessagesReader(Reader):
         index error's op is the one named on the source line that raised it."""
         for msg in [r for r in records if isinstance(r, TorchMessage)]:
             exc = containing(records, "exception", msg.first_line)
+            if isinstance(exc, PyException):
+                msg.context_text = exc.context_text
             if msg.template in ("caught_in_worker", "caught_in_replica"):
                 records.remove(msg)
                 worker, replica = msg.values.get("worker"), msg.values.get("replica")

@@ -24,6 +24,12 @@ FALLBACK_LINES = 3  # lines read as a bare message when nothing in a region is r
 # progress line is the training going on (another rank, another worker), never a line of an error's message
 PROGRESS_BAR = re.compile(r"\|\s*\d+(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?) \[[\d:]+<[\d:?]+")
 _CARETS = frozenset("^~ ")
+# A statement pasted without its indent above the error it raised (`tp = torch.sum(gt * pr)`): an assignment
+# from a call, or a `return`/`assert`. Log output is rarely one (`loss = 0.52` calls nothing).
+SOURCE_LINE = re.compile(
+    r"(?:(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*,\s*)*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/@%]|//)?=(?!=)\s*(?=[^=\s]).*\w\(.*\)"
+    r"|(?:return|assert)\s.*\w\(.*\))\s*$"
+)
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
 
@@ -118,7 +124,9 @@ class TracebackReader(Reader):
     def _after(self, line: Line) -> None:
         # (an exception whose message is complete, a warning's one line, takes no more lines: it is no context)
         done = self.exc is None or self.exc_lines >= self._message_limit()
-        self.free_code = line.text.strip() if line.text[:1].isspace() and done and not self.frames else None
+        stripped = line.text.strip()
+        code = line.text[:1].isspace() or bool(SOURCE_LINE.match(stripped))
+        self.free_code = stripped if code and done and not self.frames else None
 
     def end(self, lines: Sequence[Line]) -> None:
         self._close_exc()

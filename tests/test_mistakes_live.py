@@ -1,0 +1,111 @@
+"""The user's mistake behind the failing op, raised live by CPU torch (issue #35): a one-hot built from label
+values past the class count, flattened Dice operands whose sizes differ by the class count, a U-Net skip
+connection of an odd-sized input, a config read the code does not find. Each is named by its cause, with
+the op kept as evidence, through `diagnose(exc)` and through `explain` of the same traceback."""
+
+from __future__ import annotations
+
+import argparse
+import traceback
+from collections.abc import Callable
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from live_errors import guide, root  # noqa: E402
+
+from kbdebug import diagnose_text  # noqa: E402
+
+
+def _both(fn: Callable[[], object]) -> tuple[str, str]:
+    """The root rule read live and the one read from the printed traceback of the same error."""
+    inc = root(fn)
+    text = ""
+    try:
+        fn()
+    except BaseException as exc:  # any error the case raises is its subject
+        text = "".join(traceback.format_exception(exc))
+    diag = diagnose_text(text)
+    assert diag.root is not None
+    return inc.rule, diag.root.rule
+
+
+def label_onehot(inputs: torch.Tensor, num_segments: int, on_value: float = 1.0) -> torch.Tensor:
+    b, h, w = inputs.shape
+    outputs = torch.zeros(b, num_segments, h, w)
+    return outputs.scatter_(1, inputs.unsqueeze(1), on_value)
+
+
+def test_a_one_hot_helper_fed_intensities_is_a_label_value_past_the_class_count() -> None:
+    mask = torch.zeros(2, 4, 4, dtype=torch.long)
+    mask[0, 1, 1] = 550  # a mask image's intensity, not a class index
+    inc = root(lambda: label_onehot(mask, 8))
+    assert inc.rule == "channel_onehot_mismatch"
+    assert inc.facts["index"] == 550 and inc.facts["size"] == 8
+    text = " ".join(guide(inc).split())
+    assert "a label holds 550 where only 8 classes exist (`0..7`)" in text
+    assert "(550 looks like an intensity, not a class)" in text
+    assert "check_class_targets(inputs, num_classes=8)" in text
+    assert _both(lambda: label_onehot(mask, 8)) == ("channel_onehot_mismatch", "channel_onehot_mismatch")
+
+
+def test_flattened_dice_operands_whose_sizes_differ_by_the_class_count() -> None:
+    probs, masks = torch.rand(2, 4, 64, 64), torch.rand(2, 1, 64, 64)
+
+    def dice() -> torch.Tensor:
+        return (probs.view(-1) * masks.view(-1)).sum()
+
+    inc = root(dice)
+    assert inc.rule == "channel_onehot_mismatch"
+    assert inc.facts["flattened_classes"] == 4
+    text = guide(inc)
+    assert "4 times the other's elements (32768 vs 8192)" in " ".join(text.split())
+    assert ".shape, masks.shape)" in text and "`masks[:, :1]`" in text
+    assert _both(dice) == ("channel_onehot_mismatch", "channel_onehot_mismatch")
+
+
+def test_a_broadcast_of_two_large_sizes_outside_any_loss_stays_a_broadcast() -> None:
+    a, b = torch.rand(2, 8192), torch.rand(2, 4096)
+    inc = root(lambda: a + b)
+    assert inc.rule == "broadcast_shape_mismatch"
+
+
+def test_a_unet_skip_connection_is_a_concat_mismatch_read_alike_from_the_traceback() -> None:
+    def unet() -> torch.Tensor:
+        x = torch.rand(1, 3, 75, 75)
+        up = F.interpolate(F.max_pool2d(x, 2), scale_factor=2)
+        return torch.cat([x, up], dim=1)
+
+    assert _both(unet) == ("concat_size_mismatch", "concat_size_mismatch")
+
+
+def test_a_key_missing_from_a_config_dict_is_a_config_error_naming_the_key() -> None:
+    cfg = {"training": {"batch_size": 8}}
+    inc = root(lambda: cfg["training"]["n_workers"])
+    assert inc.rule == "config_error"
+    assert inc.facts["config_key"] == "n_workers" and inc.facts["retry"] == "no"
+    assert '.get("n_workers", <default>)' in guide(inc)
+
+
+def test_a_key_missing_from_a_data_sample_is_not_a_config_error() -> None:
+    sample = {"img": torch.zeros(3)}
+    inc = root(lambda: sample["image"])
+    assert inc.rule != "config_error"
+
+
+def test_an_argument_the_parser_never_defined_is_a_config_error() -> None:
+    args = argparse.Namespace(lr=0.1)
+    inc = root(lambda: args.warmup_epochs)
+    assert inc.rule == "config_error"
+    assert inc.facts["config_key"] == "warmup_epochs"
+    assert 'parser.add_argument("--warmup-epochs", ...)' in guide(inc)
+
+
+def test_argparse_refusing_the_command_line_is_a_config_error() -> None:
+    parser = argparse.ArgumentParser(prog="train.py")
+    parser.add_argument("--epochs", type=int, default=1)
+    inc = root(lambda: parser.parse_args(["-f", "/root/.local/share/jupyter/runtime/kernel-1.json"]))
+    assert inc.rule == "config_error"
+    assert "parser.parse_args(args=[])" in guide(inc)
