@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-import kbdebug.live
+import kbdebug.runtime.live
 from kbdebug import diagnose
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.render import json_object
@@ -78,7 +78,7 @@ def test_a_huge_message_is_read_in_bounded_time() -> None:
 
     inc = _diagnosed(run).incidents[0]  # bounded: the message is read as its head and tail (MAX_MESSAGE_LINES, MAX_LINE)
     assert inc.rule == "other" and inc.facts["error_type"] == "RuntimeError"
-    assert len(inc.facts["error_message"]) <= kbdebug.live.MAX_LINE
+    assert len(inc.facts["error_message"]) <= kbdebug.runtime.live.MAX_LINE
 
 
 @pytest.mark.parametrize("link", ["__context__", "__cause__"])
@@ -131,7 +131,7 @@ def test_when_reading_fails_the_error_is_still_named_with_what_failed(monkeypatc
     def broken(*args: object, **kwargs: object) -> object:
         raise MemoryError("out of memory while reading")
 
-    monkeypatch.setattr(kbdebug.live, "read_exception", broken)
+    monkeypatch.setattr(kbdebug.runtime.live, "read_exception", broken)
     inc = diagnose(KeyError("image")).incidents[0]
     assert inc.rule == "other" and inc.facts["error_type"] == "KeyError" and inc.facts["error_message"] == "'image'"
     assert inc.facts["kbdebug_failure"] == "MemoryError: out of memory while reading"

@@ -311,7 +311,7 @@ class Facts(TypedDict, total=False):
     cast_tensor: Annotated[str, _f("the failing line's tensor to convert", "context")]
     viewed_tensor: Annotated[str, _f("the tensor the failing line views or reshapes", "context")]
     viewed_shape: Annotated[Shape, _f("its shape", "context")]
-    # -- the live frames (kbdebug.live)
+    # -- the live frames (kbdebug.runtime.live)
     frame_tensors: Annotated[
         dict[str, TensorInfo], _f("shape, dtype, device (and min/max on the CPU) of the failing line's tensors", "live")
     ]
