@@ -60,6 +60,8 @@ def bundled() -> list[tuple[str, str, object]]:
             out.append((f"{rule.id}.indicators[{i}]", ind.pattern, compile_pattern(ind.pattern)))
     readers = [sys.modules[f.reader.__module__] for f in formats()]
     for name, rx in module_patterns(scan, normalise, frames, shapes, phrases, walk, *readers):
+        if isinstance(rx.pattern, bytes):  # the scanner's byte patterns: the same regex, timed on text
+            rx = re.compile(rx.pattern.decode("latin-1"), rx.flags & ~re.ASCII)
         out.append((name, rx.pattern, Anchored(rx) if rx.pattern.startswith("^") else rx))
     for grammar in names():
         for term in parser(grammar).terminals:

@@ -26,10 +26,25 @@ PROGRESS_BAR = re.compile(r"\|\s*\d+(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTP
 _CARETS = frozenset("^~ ")
 # A statement pasted without its indent above the error it raised (`tp = torch.sum(gt * pr)`): an assignment
 # from a call, or a `return`/`assert`. Log output is rarely one (`loss = 0.52` calls nothing).
-SOURCE_LINE = re.compile(
-    r"(?:(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*,\s*)*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/@%]|//)?=(?!=)\s*(?=[^=\s]).*\w\(.*\)"
-    r"|(?:return|assert)\s.*\w\(.*\))\s*$"
+# Read in two linear steps: the statement's head (the names assigned to, or the keyword), then what follows it:
+# a call's closing bracket ends the line and a name opens one before it (one regex for both backtracked on a
+# long line that ended otherwise).
+SOURCE_HEAD = re.compile(
+    r"(?:(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*,\s*)*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/@%]|//)?=(?!=)\s*(?=[^=\s])"
+    r"|(?:return|assert)\s)"
 )
+_CALL_OPENS = re.compile(r"\w\(")
+
+
+def is_source_line(text: str) -> bool:
+    """Whether an unindented line reads as a statement that calls something (see SOURCE_HEAD)."""
+    head = SOURCE_HEAD.match(text)
+    if head is None:
+        return False
+    rest = text[head.end() :].rstrip()
+    return rest.endswith(")") and _CALL_OPENS.search(rest, 0, len(rest) - 1) is not None
+
+
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
 
@@ -125,7 +140,7 @@ class TracebackReader(Reader):
         # (an exception whose message is complete, a warning's one line, takes no more lines: it is no context)
         done = self.exc is None or self.exc_lines >= self._message_limit()
         stripped = line.text.strip()
-        code = line.text[:1].isspace() or bool(SOURCE_LINE.match(stripped))
+        code = line.text[:1].isspace() or is_source_line(stripped)
         self.free_code = stripped if code and done and not self.frames else None
 
     def end(self, lines: Sequence[Line]) -> None:
