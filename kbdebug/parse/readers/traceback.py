@@ -30,7 +30,7 @@ _CARETS = frozenset("^~ ")
 # a call's closing bracket ends the line and a name opens one before it (one regex for both backtracked on a
 # long line that ended otherwise).
 SOURCE_HEAD = re.compile(
-    r"(?:(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*,\s*)*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/@%]|//)?=(?!=)\s*(?=[^=\s])"
+    r"^(?:(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*,\s*)*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/@%]|//)?=(?!=)\s*(?=[^=\s])"
     r"|(?:return|assert)\s)"
 )
 _CALL_OPENS = re.compile(r"\w\(")
