@@ -41,15 +41,21 @@ class Region:
     ends: dict[int, int] = field(default_factory=dict)  # a line re-joined from a hard wrap -> the physical line it ends on
 
     def original(self, first: int, last: int) -> str | None:
-        """The log's own text of physical lines `first`..`last` (and the rest of a wrapped `last`), joined by "\n"
-        as printed: prefixes, ANSI escapes, a CRLF line's "\r" and all. None when the region does not hold them."""
+        """The log's own text of physical lines `first`..`last` (and the rest of a wrapped `last`), joined by newlines,
+        as printed: prefixes, ANSI escapes, a CRLF line's carriage return and all (only a line over MAX_FLAT characters
+        is cut, as `cut` cuts it). None when the region does not hold them."""
         last = max(last, self.ends.get(last, last))
         starts = self._starts
         lo, hi = first - self.first_line, last - self.first_line + 1
         if lo < 0 or hi <= lo or lo >= len(starts):
             return None
         end = starts[hi] - 1 if hi < len(starts) else len(self.source)
-        return self.source[starts[lo] : end].decode("utf-8", "replace")
+        text = self.source[starts[lo] : end].decode("utf-8", "replace")
+        if end - starts[lo] <= MAX_FLAT:
+            return text
+        # a line of megabytes (progress redraws that never end a line) keeps its head and tail, as the grammars read
+        # it: a record's quote stays as bounded as its text
+        return "\n".join(cut(line, MAX_FLAT) for line in text.split("\n"))
 
     @cached_property
     def _starts(self) -> array[int]:

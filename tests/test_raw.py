@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kbdebug.normalise import MAX_FLAT
 from kbdebug.parse import parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,3 +87,13 @@ def test_a_rank_prefix_and_a_wrap_stay_in_raw_while_the_message_is_read_without_
 def test_slurm_stars_stay_as_printed() -> None:
     text = "slurmstepd: error: *** JOB 1234 ON node7 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***\n"
     assert [r.raw for r in parse_text(text)] == [text.rstrip("\n")]
+
+
+def test_a_line_of_megabytes_is_quoted_cut_as_the_grammars_read_it() -> None:
+    bar = "".join(f"Epoch 1: {i % 100:3d}%|####      | {i}/500 [loss=0.{i}]\r" for i in range(20000))
+    text = f"{bar}RuntimeError: CUDA error: device-side assert triggered\n"
+    records = [r for r in parse_text(text) if r.kind == "cuda_error"]
+    assert records
+    raw = records[0].raw
+    assert len(raw) <= MAX_FLAT + 100 and "characters cut]" in raw
+    assert raw.endswith("RuntimeError: CUDA error: device-side assert triggered")
