@@ -3,7 +3,7 @@ kbdebug/knowledge; an editable install gets nothing of them.
 
 A static `force-include` applies to editable wheels as well, and there it made a `site-packages/kbdebug/`
 folder holding only `grammars/` and `knowledge/`: a second `kbdebug` beside the checkout that could shadow
-it (`No module named 'kbdebug.cli'`). An editable install reads the data beside the package in the
+it (`No module named 'kbdebug.cli.app'`). An editable install reads the data beside the package in the
 checkout (kbdebug/_resources.py), so only the standard wheel needs them inside.
 """
 

@@ -14,11 +14,11 @@ _LAZY = {
     "diagnose_text": "kbdebug.api",
     "explain": "kbdebug.api",
     "Diagnosis": "kbdebug.api",
-    "capture": "kbdebug.fdtee",
-    "install": "kbdebug.hooks",
-    "uninstall": "kbdebug.hooks",
+    "capture": "kbdebug.runtime.fdtee",
+    "install": "kbdebug.runtime.hooks",
+    "uninstall": "kbdebug.runtime.hooks",
     "guard": "kbdebug.verify",
-    "KbdebugError": "kbdebug.errors",
+    "KbdebugError": "kbdebug.core.errors",
     "audit": "kbdebug.verify",
     "describe": "kbdebug.verify",
     "print_describe": "kbdebug.verify",
@@ -40,13 +40,13 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext kbdebug`: diagnose every exception a cell raises, below its traceback."""
-    from kbdebug.hooks import load_ipython_extension as load
+    from kbdebug.runtime.hooks import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from kbdebug.hooks import unload_ipython_extension as unload
+    from kbdebug.runtime.hooks import unload_ipython_extension as unload
 
     unload(ipython)
 

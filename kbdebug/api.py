@@ -1,5 +1,5 @@
 """Library entry points: a thin facade over scan -> parse -> diagnose (kbdebug.diagnoser.pipeline) for a
-log, and kbdebug.live for a live exception. Nothing here imports torch."""
+log, and kbdebug.runtime.live for a live exception. Nothing here imports torch."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from kbdebug import diagnosis as core
-from kbdebug import live
+from kbdebug.core.facts import Facts
+from kbdebug.core.frames import user_frame
 from kbdebug.diagnoser import pipeline
 from kbdebug.diagnosis import Incident, LiveEvidence
-from kbdebug.facts import Facts
-from kbdebug.frames import user_frame
 from kbdebug.kb import load_kb
 from kbdebug.normalise import Region, iter_lines
 from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
 from kbdebug.records import Record
+from kbdebug.runtime import live
 from kbdebug.scan import Scanner, scan_path, scan_text
 
 
@@ -56,7 +56,7 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
 
     `log` is extra output to read with it: text, or a path to a log file. Inside
     `kbdebug.capture()` what fd 2 received (the GPU's assertion lines) is read as well. The exception
-    is read from the objects themselves (kbdebug.live): its type, message, chain and real frames.
+    is read from the objects themselves (kbdebug.runtime.live): its type, message, chain and real frames.
 
     It never raises, whatever the exception (its `__str__` may raise, its chain may be cyclic, its frames may
     hold objects whose attributes raise): it runs in excepthooks and `except` blocks, where a second error
@@ -93,7 +93,7 @@ def _diagnose(exc: BaseException, log: str | os.PathLike[str] | None, kb_dirs: l
     guarded = _guard_diagnosis(exc, kb_dirs)
     if guarded is not None:
         return guarded
-    from kbdebug.fdtee import active_text
+    from kbdebug.runtime.fdtee import active_text
 
     parts: list[str] = []
     if isinstance(log, os.PathLike):

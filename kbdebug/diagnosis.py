@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, PrivateAttr
 
-from kbdebug.facts import Facts
+from kbdebug.core.facts import Facts
 from kbdebug.records import Record
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     FactsField = Facts
 else:
     RecordList = list[Any]
-    # mypy checks each fact's name and type (kbdebug.facts.Facts); pydantic keeps the dict as produced, so a
+    # mypy checks each fact's name and type (kbdebug.core.facts.Facts); pydantic keeps the dict as produced, so a
     # report dumps exactly what was said (tests/test_facts_typed.py validates it against the declaration)
     FactsField = dict[str, Any]
 

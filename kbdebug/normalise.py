@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-from kbdebug.stamps import Stamp, inner_stamp, parse_stamp
-from kbdebug.terminals import EXC_NAME, TRACEBACK_HEADER
+from kbdebug.core.stamps import Stamp, inner_stamp, parse_stamp
+from kbdebug.core.terminals import EXC_NAME, TRACEBACK_HEADER
 
 MAX_LINE = 8192
 MAX_FLAT = 32 * MAX_LINE  # a log whose newlines were lost is one line: it is split before lines are cut to MAX_LINE
@@ -74,7 +74,7 @@ _NEWLINE = re.compile(rb"\n")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Prefixes a launcher, a logging handler or a paste put before a line; the named groups `rank` and `time`
-# are kept on the Line (the time is read by kbdebug/stamps.py).
+# are kept on the Line (the time is read by kbdebug/core/stamps.py).
 _PREFIXES = [
     re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),
     # torchrun's --tee (TailLog) writes `[default0]:` and then the line verbatim: its indentation is the line's

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
 from typing import Any, BinaryIO
 
+from kbdebug.core.phrases import literal_finder
 from kbdebug.normalise import Region, _Raw, normalise
-from kbdebug.phrases import literal_finder
 
 Needles = Callable[[], Sequence[bytes]]  # asked for only when needed: deriving them may build every parser
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_in_pty
 
 from kbdebug import capture, diagnose
-from kbdebug.fdtee import _Bounded
+from kbdebug.runtime.fdtee import _Bounded
 
 ASSERT_LINE = (
     b"/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:365: operator(): block: [189,0,0], "

@@ -199,7 +199,7 @@ def test_parse_command_prints_records() -> None:
 
 def test_explain_never_imports_torch() -> None:
     code = (
-        f"import sys; from kbdebug.cli import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
+        f"import sys; from kbdebug.cli.app import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
@@ -322,7 +322,7 @@ def test_explain_many_logs_streams_each_then_groups_by_signature(tmp_path: Path)
 
 def test_logs_diagnosed_in_worker_processes_render_as_json(tmp_path: Path) -> None:
     """From PARALLEL_MIN logs on, workers diagnose and the parent renders what they sent back."""
-    from kbdebug.batch import PARALLEL_MIN
+    from kbdebug.cli.batch import PARALLEL_MIN
 
     for i in range(PARALLEL_MIN + 2):
         (tmp_path / f"{i:03d}.log").write_text(EXAMPLE.read_text() if i % 2 else f"IndexError: Target {i + 10} is out of bounds.\n")
@@ -352,7 +352,7 @@ def _command_paths() -> list[tuple[list[str], Any]]:
     """Every command and group of the CLI with its path, read from the app itself."""
     import typer
 
-    from kbdebug.cli import app
+    from kbdebug.cli.app import app
 
     out, todo = [], [([], typer.main.get_command(app))]
     while todo:
@@ -394,7 +394,7 @@ def test_shell_completion_offers_the_format_choices() -> None:
     import os
 
     env = {**os.environ, "_KBDEBUG_COMPLETE": "complete_bash", "COMP_WORDS": "kbdebug explain --format ", "COMP_CWORD": "3"}
-    code = "import sys; sys.argv = ['kbdebug']; from kbdebug.cli import app; app(prog_name='kbdebug')"
+    code = "import sys; sys.argv = ['kbdebug']; from kbdebug.cli.app import app; app(prog_name='kbdebug')"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, cwd=ROOT, timeout=60)
     assert proc.stdout.decode().split() == ["text", "markdown", "json", "html"]
 
@@ -414,8 +414,8 @@ def test_the_fast_reader_knows_every_option_of_explain() -> None:
     """`kbdebug explain` reads its options without typer (cli_explain.parse_explain_args); it must know exactly explain's options."""
     import typer.main
 
-    from kbdebug.cli import app
-    from kbdebug.cli_explain import FAST_OPTIONS
+    from kbdebug.cli.app import app
+    from kbdebug.cli.explain import FAST_OPTIONS
 
     command = typer.main.get_command(app).commands["explain"]  # type: ignore[attr-defined]
     names = {name for param in command.params for name in (*param.opts, *param.secondary_opts) if name.startswith("-")}
@@ -439,7 +439,7 @@ def test_the_fast_reader_knows_every_option_of_explain() -> None:
     ],
 )
 def test_fast_explain_reader(args: list[str], expected: dict | None) -> None:
-    from kbdebug.cli_explain import parse_explain_args
+    from kbdebug.cli.explain import parse_explain_args
 
     got = parse_explain_args(args)
     if expected is None:

@@ -1,5 +1,5 @@
 """Facts are declared, not discovered: each record kind says which facts it says, the context facts are
-declared in kbdebug.facts, and `rules lint` reads only those declarations."""
+declared in kbdebug.core.facts, and `rules lint` reads only those declarations."""
 
 from __future__ import annotations
 

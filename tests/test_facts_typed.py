@@ -1,4 +1,4 @@
-"""Facts are typed data, declared once (kbdebug.facts): every producer's names and types hold, at run time
+"""Facts are typed data, declared once (kbdebug.core.facts): every producer's names and types hold, at run time
 over every rule example and the dev corpus, and for mypy in the code; one merge says who wins."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import ROOT
 
 from kbdebug.api import diagnose_text
 from kbdebug.authoring.facts import grammar_fields
-from kbdebug.facts import PRECEDENCE, declarations, declared_by, merge, validate_facts
+from kbdebug.core.facts import PRECEDENCE, declarations, declared_by, merge, validate_facts
 from kbdebug.kb import load_kb
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "dev"
@@ -65,7 +65,7 @@ def test_a_wrong_type_or_an_undeclared_name_is_said_at_run_time() -> None:
 def test_mypy_rejects_a_producer_that_writes_a_wrong_type_or_an_undeclared_name(tmp_path: Path) -> None:
     probe = tmp_path / "producer.py"
     probe.write_text(
-        "from kbdebug.facts import Facts\n"
+        "from kbdebug.core.facts import Facts\n"
         "def make() -> Facts:\n"
         "    f: Facts = {}\n"
         "    f['rank'] = 'three'\n"

@@ -10,9 +10,9 @@ import pytest
 from conftest import run_cli
 
 from kbdebug.api import diagnose_text
+from kbdebug.core.stamps import earliest, parse_stamp
 from kbdebug.normalise import lines_of
 from kbdebug.render import json_object
-from kbdebug.stamps import earliest, parse_stamp
 
 ASSERT = [
     "/opt/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [7,0,0], thread: [33,0,0] "

@@ -135,7 +135,7 @@ def test_build_and_oom_context_on_the_gpu() -> None:
 
 
 def test_compute_sanitizer_on_an_out_of_bounds_kernel(tmp_path: Path) -> None:
-    from kbdebug.runner import find_sanitizer
+    from kbdebug.runtime.runner import find_sanitizer
 
     nvcc = shutil.which("nvcc") or (shutil.which("nvcc", path="/usr/local/cuda/bin"))
     if find_sanitizer() is None or nvcc is None:

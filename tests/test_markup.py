@@ -119,7 +119,7 @@ def test_the_simple_reading_is_the_parser_s(text: str) -> None:
 def test_text_explain_needs_no_markdown_parser() -> None:
     """`kbdebug explain` into a pipe renders its guides as plain text: the parser (70 modules) is not imported."""
     code = (
-        f"import sys; from kbdebug.cli import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
+        f"import sys; from kbdebug.cli.app import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "assert 'markdown_it' not in sys.modules, 'markdown_it imported'"
     )

@@ -42,7 +42,7 @@ names = {g.source(n): n for n in g.names()}
 built = []
 build = g.build
 g.build = lambda text: (built.append(names.get(text, "?")), build(text))[1]
-from kbdebug.cli import main
+from kbdebug.cli.app import main
 sys.argv = ["kbdebug", "explain", "--format", "json", sys.argv[1]]
 try:
     main()
@@ -111,7 +111,7 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
         "kbdebug/grammars/_common.lark",
         "kbdebug/grammars/traceback/traceback.lark",
         "kbdebug/grammars/traceback/derived.json",
-        "kbdebug/cli.py",
+        "kbdebug/cli/app.py",
     } <= names
     assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
 

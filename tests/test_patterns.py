@@ -17,7 +17,8 @@ from types import ModuleType
 
 import pytest
 
-from kbdebug import frames, normalise, phrases, scan, shapes
+from kbdebug import normalise, scan
+from kbdebug.core import frames, phrases, shapes
 from kbdebug.kb import load_kb
 from kbdebug.kb.patterns import compile_pattern, super_linear_reason
 from kbdebug.parse import walk

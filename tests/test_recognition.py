@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from kbdebug.api import diagnose_text
-from kbdebug.shapes import relation, shapes_in
+from kbdebug.core.shapes import relation, shapes_in
 
 TB = 'Traceback (most recent call last):\n  File "/home/u/seg/train.py", line 88, in <module>\n    {code}\n'
 OOM = (

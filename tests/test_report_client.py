@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, run_cli
 from hostile import Answer, canned, delayed, dribble, endless, peer, response, silent
 
-from kbdebug import reporting
+from kbdebug.runtime import reporting
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "KBDEBUG_JOB": "nightly-7", "RANK": "3"}
 INDEX = (

@@ -12,8 +12,8 @@ from conftest import ROOT
 
 from kbdebug.api import diagnose_regions, diagnose_text
 from kbdebug.diagnoser.context import launch_command
-from kbdebug.live import running_script
 from kbdebug.parse.needles import needles
+from kbdebug.runtime.live import running_script
 from kbdebug.scan import scan_text
 
 ASSERT = (
@@ -66,7 +66,7 @@ def test_the_scripts_arguments_are_kept(tmp_path: Path) -> None:
     script = tmp_path / "fit.py"
     script.write_text(
         "import kbdebug\nfrom kbdebug.api import diagnose_regions\nfrom kbdebug.parse.needles import needles\n"
-        "from kbdebug.scan import scan_text\nfrom kbdebug.live import running_script\nimport sys\n"
+        "from kbdebug.scan import scan_text\nfrom kbdebug.runtime.live import running_script\nimport sys\n"
         f"log = {ASSERT + ASYNC!r}\n"
         "diag = diagnose_regions(scan_text(log, needles), origin='script', facts=running_script())\n"
         "print(diag.root.commands)\n"
@@ -98,7 +98,7 @@ def test_with_launch_blocking_set_the_guide_says_only_that_the_line_is_the_faili
 def test_guard_on_a_cpu_run_offers_no_cuda_launch_blocking() -> None:
     torch = pytest.importorskip("torch")
     import kbdebug
-    from kbdebug.errors import KbdebugError
+    from kbdebug.core.errors import KbdebugError
 
     logits, target = torch.randn(4, 3), torch.tensor([0, 1, 2, 7])
     with pytest.raises(KbdebugError) as info, kbdebug.guard():

@@ -304,8 +304,8 @@ def test_the_fast_reader_knows_every_option_of_run() -> None:
     """`kbdebug run` reads its options without typer (cli_run.parse_run_args); it must know exactly run's options."""
     import typer.main
 
-    from kbdebug.cli import app
-    from kbdebug.cli_run import FAST_OPTIONS
+    from kbdebug.cli.app import app
+    from kbdebug.cli.run import FAST_OPTIONS
 
     command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     names = {name for param in command.params for name in (*param.opts, *param.secondary_opts) if name.startswith("-")}
@@ -332,7 +332,7 @@ def test_the_fast_reader_knows_every_option_of_run() -> None:
     ],
 )
 def test_fast_reader(args: list[str], expected: dict | None) -> None:
-    from kbdebug.cli_run import parse_run_args
+    from kbdebug.cli.run import parse_run_args
 
     got = parse_run_args(args)
     if expected is None:
@@ -344,7 +344,7 @@ def test_fast_reader(args: list[str], expected: dict | None) -> None:
 
 @pytest.mark.parametrize(
     ("entry", "also"),
-    [("kbdebug.cli", ()), ("kbdebug.__main__", ("typer",))],  # the installed `kbdebug` and `python -m kbdebug` start at __main__
+    [("kbdebug.cli.app", ()), ("kbdebug.__main__", ("typer",))],  # the installed `kbdebug` and `python -m kbdebug` start at __main__
 )
 def test_a_run_that_succeeds_loads_neither_pydantic_nor_the_pipeline(entry: str, also: tuple[str, ...]) -> None:
     """What a wrapper costs its job: a child that exits 0 needs no diagnosis (benchmarks/run_overhead.py)."""
@@ -378,7 +378,7 @@ def test_a_large_output_is_scanned_as_it_arrives_and_diagnosed(tmp_path: Path) -
 def test_a_scanner_that_cannot_be_built_never_stops_the_output(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pumps build the scanner mid-run; should that fail (a broken install), they must go on copying the
     child's output, or the child would block on a full pipe."""
-    from kbdebug import runner
+    from kbdebug.runtime import runner
 
     def broken(self: runner._Feed) -> None:
         raise ImportError("no lark")
@@ -402,7 +402,7 @@ def test_a_scanner_that_cannot_be_built_never_stops_the_output(monkeypatch: pyte
 def test_only_a_cause_whose_retry_is_yes_is_rerun(retry: str, again: bool, why: str) -> None:
     from types import SimpleNamespace
 
-    from kbdebug.job_end import retry_decision
+    from kbdebug.runtime.job_end import retry_decision
 
     diag = SimpleNamespace(root=SimpleNamespace(rule="gpu_lost", title="GPU lost", facts={"retry": retry}))
     got = retry_decision(diag, None, 0, 2)
@@ -422,7 +422,7 @@ def test_the_output_held_for_the_diagnosis_reads_as_the_whole_log(
     lines are counted."""
     import tempfile
 
-    from kbdebug import runner
+    from kbdebug.runtime import runner
 
     if no_tmp:
 

@@ -169,7 +169,7 @@ def test_a_database_url_is_never_printed_with_its_password(db: str, said: str) -
 
 
 def test_the_startup_line_hides_the_password(tmp_path: Path) -> None:
-    from kbdebug.cli_serve import shown_url
+    from kbdebug.cli.serve import shown_url
 
     assert shown_url("postgresql+psycopg://kb:s3cret-pw@db.internal:5432/kb") == "postgresql+psycopg://kb:***@db.internal:5432/kb"
     with serve(f"sqlite:///{tmp_path / 'c.db'}") as server:

@@ -243,7 +243,7 @@ def test_timeline_buckets() -> None:
 
 
 def test_core_never_imports_the_server() -> None:
-    code = "import sys, kbdebug.cli, kbdebug.api, kbdebug.hooks, kbdebug.render; print(sorted(m for m in ('fastapi', 'sqlalchemy', 'uvicorn') if m in sys.modules))"
+    code = "import sys, kbdebug.cli.app, kbdebug.api, kbdebug.runtime.hooks, kbdebug.render; print(sorted(m for m in ('fastapi', 'sqlalchemy', 'uvicorn') if m in sys.modules))"
     out = run_cli("-V")  # the CLI still starts
     assert out.returncode == 0
     import subprocess

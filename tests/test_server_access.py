@@ -60,7 +60,7 @@ def test_a_write_needs_a_header_no_cross_site_page_can_send(db_url: str) -> None
     assert c.get("/v1/health").json()["reports"] == 0
     assert c.post("/v1/diagnose", content=INDEX, headers={"x-kbdebug-client": "curl"}).status_code == 201
     # kbdebug's own client sends it
-    assert "X-Kbdebug-Client" in Path(__file__).resolve().parent.parent.joinpath("kbdebug/reporting.py").read_text()
+    assert "X-Kbdebug-Client" in Path(__file__).resolve().parent.parent.joinpath("kbdebug/runtime/reporting.py").read_text()
 
 
 def test_the_host_must_name_this_service_even_on_loopback(db_url: str) -> None:

@@ -137,7 +137,7 @@ def test_the_lines_sent_for_a_large_log_diagnose_as_the_log() -> None:
 
     from kbdebug.api import diagnose_regions, diagnose_text
     from kbdebug.parse.needles import needles
-    from kbdebug.reporting import regions_text
+    from kbdebug.runtime.reporting import regions_text
     from kbdebug.scan import scan_text
 
     noise = "".join(f"[rank{i % 4}]:step {i} loss 0.{i % 97}\n" for i in range(200_000))  # > 1 MiB: scanned in regions
@@ -172,7 +172,7 @@ def test_the_lines_sent_keep_dated_stamps_so_the_first_failure_is_named(style: s
 
     from kbdebug.api import diagnose_regions, diagnose_text
     from kbdebug.parse.needles import needles
-    from kbdebug.reporting import regions_text
+    from kbdebug.runtime.reporting import regions_text
     from kbdebug.scan import scan_text
 
     stamp, shown = STYLES[style]

@@ -79,7 +79,7 @@ def test_a_database_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
 
 
 def test_serve_help_needs_no_server_packages() -> None:
-    code = "import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None; from kbdebug.cli import main; sys.argv = ['kbdebug', 'serve', '-h']; main()"
+    code = "import sys; sys.modules['fastapi'] = None; sys.modules['uvicorn'] = None; from kbdebug.cli.app import main; sys.argv = ['kbdebug', 'serve', '-h']; main()"
     r = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}
     )

@@ -11,6 +11,7 @@ from kbdebug.api import diagnose_text
 from kbdebug.render import render
 
 STEPS = ("match", "lines", "context", "guides", "signature")
+PART_OF = {"plain": "context"}  # a step's own helper module (what a plain Python error names is context)
 
 LOG = """\
 /pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss2d_forward_out_cuda_kernel: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.
@@ -34,6 +35,7 @@ def _rooms(run: Any) -> list[str]:
         module = str(frame.f_globals.get("__name__", ""))
         if module.startswith("kbdebug.diagnoser.") and module != "kbdebug.diagnoser.pipeline":
             room = module.rsplit(".", 1)[-1]
+            room = PART_OF.get(room, room)
             if not entered or entered[-1] != room:
                 entered.append(room)
 

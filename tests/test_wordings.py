@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from kbdebug.api import diagnose_text
-from kbdebug.shapes import flattened_classes, relation
+from kbdebug.core.shapes import flattened_classes, relation
 
 TB = 'Traceback (most recent call last):\n  File "/home/u/proj/train.py", line 40, in <module>\n    {code}\n'
 
@@ -454,7 +454,7 @@ def test_retyped_and_wrapped_wordings(text: str, rule: str, error_type: str) -> 
     ],
 )
 def test_library_by_package_layout(path: str, library: bool) -> None:
-    from kbdebug.frames import is_library_path
+    from kbdebug.core.frames import is_library_path
 
     assert is_library_path(path) is library
 

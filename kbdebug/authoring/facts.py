@@ -1,6 +1,6 @@
 """Which facts a rule's guide can use: those its matches can produce, read from their declarations.
 
-A guide variable is filled from the incident's facts, each declared once in kbdebug.facts with the
+A guide variable is filled from the incident's facts, each declared once in kbdebug.core.facts with the
 producers that make it. A rule's guide may use what
 - the records the rule's matches name say (the facts declared as theirs; a message's are the values its
   grammar reads, each named after the rule that reads it);
@@ -25,7 +25,7 @@ from typing import Any
 from lark import Transformer
 
 from kbdebug import records
-from kbdebug.facts import declared_by
+from kbdebug.core.facts import declared_by
 from kbdebug.parse.grammar import folder
 from kbdebug.parse.grammar import source as grammar_source
 from kbdebug.parse.registry import defined_in

@@ -25,9 +25,9 @@ import re
 import shlex
 from typing import Any
 
+from kbdebug.core.facts import Facts, merge
 from kbdebug.diagnoser.plain import plain_facts
 from kbdebug.diagnosis import Incident
-from kbdebug.facts import Facts, merge
 from kbdebug.kb.commands import needs_cuda
 from kbdebug.kb.model import Rule
 from kbdebug.records import PyException
@@ -107,7 +107,7 @@ def context_facts(inc: Incident, origin: str | None = None, device_side: bool = 
 
 def _plain(facts: Facts) -> dict[str, Any]:
     """What a plain Python error names (kbdebug.diagnoser.plain): of the exception a worker re-raised, where its message
-    prints one (read live: kbdebug.plain_errors), else of the error on the failing line."""
+    prints one (read live: kbdebug.runtime.plain_errors), else of the error on the failing line."""
     if facts.get("inner_error_type"):
         return plain_facts(str(facts["inner_error_type"]), str(facts.get("inner_error_message") or ""), str(facts.get("inner_code") or ""))
     return plain_facts(str(facts.get("error_type") or ""), str(facts.get("error_message") or ""), str(facts.get("user_code") or ""))
@@ -279,7 +279,7 @@ def launch_command(argv: list[str], env: dict[str, str], parent: list[str]) -> s
 
 def in_context(inc: Incident, rule: Rule | None, origin: str | None, fragments: dict[str, Facts], launcher: str | None = None) -> Incident:
     """The incident with its facts settled: what each producer said (`fragments`: the live frames, guard(), the
-    records, the caller) merged by kbdebug.facts.PRECEDENCE, then the context read from them (see the module's
+    records, the caller) merged by kbdebug.core.facts.PRECEDENCE, then the context read from them (see the module's
     docstring; `launcher`, "torchrun" when a log shows the job was started by one) where nothing said better."""
     said = inc.model_copy(update={"facts": merge(fragments)})
     device_side = rule is not None and needs_cuda(rule)

@@ -18,13 +18,13 @@ import jinja2
 import markupsafe
 
 from kbdebug._resources import data_dir
+from kbdebug.core.facts import Facts
+from kbdebug.core.templating import bytecode_cache, code_span
+from kbdebug.core.values import human_size
 from kbdebug.diagnosis import Incident
-from kbdebug.facts import Facts
 from kbdebug.kb.commands import needs
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
 from kbdebug.kb.model import RETRY_VALUES, Rule
-from kbdebug.templating import bytecode_cache, code_span
-from kbdebug.values import human_size
 
 PHRASES = "_phrases.j2"  # knowledge/_phrases.j2: the phrasing every guide shares
 

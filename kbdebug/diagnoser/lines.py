@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kbdebug.core.frames import frame_needle
 from kbdebug.diagnosis import Incident
-from kbdebug.frames import frame_needle
 
 CONTEXT = 2  # lines kept before and after each record
 MAX_SHOWN = 14  # lines of one record shown before the rest is summarised

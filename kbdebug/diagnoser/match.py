@@ -7,14 +7,14 @@ from collections.abc import Sequence, Set
 from functools import cache
 from typing import Any, NamedTuple, cast
 
+from kbdebug.core.facts import Facts, merge
+from kbdebug.core.phrases import may_hold
+from kbdebug.core.stamps import Stamp, earliest
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
-from kbdebug.facts import Facts, merge
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
 from kbdebug.kb.patterns import Pattern, compile_pattern
-from kbdebug.phrases import may_hold
 from kbdebug.records import Record
-from kbdebug.stamps import Stamp, earliest
 
 DEVICE_KINDS = ("kernel_assert", "sanitizer")
 

@@ -3,7 +3,7 @@
 Each stage takes values and returns values, and each is visited once, in order:
 match (records -> incidents, root first, with their records' facts) -> lines (the log lines near them) ->
 for each incident, with its rule looked up once by id: context (the facts of every producer merged by
-kbdebug.facts.PRECEDENCE, then the context derived from them) -> guides (the rule's facts, guide and commands
+kbdebug.core.facts.PRECEDENCE, then the context derived from them) -> guides (the rule's facts, guide and commands
 filled once from those facts) -> signature.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kbdebug.core.facts import Facts
 from kbdebug.diagnoser.context import in_context, log_launcher
 from kbdebug.diagnoser.guides import filled
 from kbdebug.diagnoser.lines import lines_near
 from kbdebug.diagnoser.match import diagnose_records
 from kbdebug.diagnoser.signature import signed
 from kbdebug.diagnosis import Diagnosis, Incident, LiveEvidence, LiveSite
-from kbdebug.facts import Facts
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.records import Record
 
@@ -33,7 +33,7 @@ def diagnose(
     live: LiveEvidence | None = None,
 ) -> Diagnosis:
     """Match the records, keep the lines near them, and complete the incidents. `live` is what a live
-    exception's objects said (kbdebug.live), read before: the guides quote those facts."""
+    exception's objects said (kbdebug.runtime.live), read before: the guides quote those facts."""
     incidents = diagnose_records(records, kb)
     return complete(incidents, kb, source, origin, caller, live, lines=lines_near(incidents, lines))
 

@@ -3,7 +3,7 @@ one: which key, index, attribute or name failed, and in which expression of the 
 
 A plain error (`KeyError: 'image'`, `IndexError: list index out of range`, `'NoneType' object has no attribute
 'shape'`) has no rule of its own: the catch-all's guide is built from these facts. Text only (a log has no
-frames); kbdebug.plain_errors adds the live values (the list's length, the dict's keys) where the frame is there.
+frames); kbdebug.runtime.plain_errors adds the live values (the list's length, the dict's keys) where the frame is there.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import cast
 
+from kbdebug.core.facts import Facts
+from kbdebug.core.frames import basename
 from kbdebug.diagnosis import Incident
-from kbdebug.facts import Facts
-from kbdebug.frames import basename
 from kbdebug.kb.model import Rule
 
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (

@@ -8,10 +8,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from kbdebug.facts import declared_by
+from kbdebug.core.facts import declared_by
+from kbdebug.core.phrases import canonical_text, may_hold, required_texts
 from kbdebug.kb.layout import read_examples
 from kbdebug.kb.patterns import check_pattern
-from kbdebug.phrases import canonical_text, may_hold, required_texts
 from kbdebug.records import record_field_names, record_kinds
 
 # A cached knowledge base is only unpickled, never validated, so a rule model's schema is built only

@@ -21,11 +21,11 @@ from lark import Lark, Tree
 from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
-from kbdebug import phrases
 from kbdebug._cache import cached, code_version
+from kbdebug.core import phrases
+from kbdebug.core.phrases import canonical_text, split_alternatives
 from kbdebug.parse import packaged
 from kbdebug.parse.grammar import COMMON, directive, files, folder, names, parse, parser, source
-from kbdebug.phrases import canonical_text, split_alternatives
 
 T = TypeVar("T")
 

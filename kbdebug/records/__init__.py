@@ -5,7 +5,7 @@ editor numbers them) and its raw text, so a diagnosis can always point back at t
 
 The kinds of one family share a module (sanitizer.py, distributed.py, job.py; the Python and CUDA
 errors and the message templates here), and this package's namespace holds them all: a reader imports
-`kbdebug.records`, and each kind declares the facts it says beside its fields (kbdebug.facts declares which).
+`kbdebug.records`, and each kind declares the facts it says beside its fields (kbdebug.core.facts declares which).
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import Annotated, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbdebug.facts import Facts
-from kbdebug.frames import basename, is_library_path, location
+from kbdebug.core.facts import Facts
+from kbdebug.core.frames import basename, is_library_path, location
+from kbdebug.core.shapes import relation, shape_facts, shapes_in
+from kbdebug.core.values import size_bytes
 from kbdebug.records.base import Record, Triple
 from kbdebug.records.distributed import ElasticFailure, NcclEvent
 from kbdebug.records.job import JobEvent, ProcessExit
 from kbdebug.records.sanitizer import SanitizerFrame, SanitizerReport, SanitizerSummary
 from kbdebug.records.training import NonFiniteLoss
-from kbdebug.shapes import relation, shape_facts, shapes_in
-from kbdebug.values import size_bytes
 
 __all__ = [
     "AnyRecord",
@@ -131,7 +131,7 @@ class PyException(Record):
 
     @property
     def shape_relation(self) -> str | None:
-        """How the two shapes the message names relate (see kbdebug.shapes), None unless it names two."""
+        """How the two shapes the message names relate (see kbdebug.core.shapes), None unless it names two."""
         shapes = self.shapes
         return relation(shapes[0], shapes[1]) if len(shapes) == 2 else None
 
@@ -348,7 +348,7 @@ class TorchMessage(Record):
 
     @property
     def shape_relation(self) -> str | None:
-        """How prediction and label relate when the template names both (see kbdebug.shapes)."""
+        """How prediction and label relate when the template names both (see kbdebug.core.shapes)."""
         if self.input_shape is not None and self.target_shape is not None:
             return relation(self.input_shape, self.target_shape)
         return relation(self.shapes[0], self.shapes[1]) if len(self.shapes) == 2 else None

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from kbdebug.facts import Facts, declared_by
-from kbdebug.stamps import Stamp
+from kbdebug.core.facts import Facts, declared_by
+from kbdebug.core.stamps import Stamp
 
 Triple = tuple[int, int, int]
 
@@ -33,7 +33,7 @@ class Record(BaseModel):
 
     @classmethod
     def declared_facts(cls) -> frozenset[str]:
-        """Every fact this kind may say: the facts kbdebug.facts declares it (or every record) produces.
+        """Every fact this kind may say: the facts kbdebug.core.facts declares it (or every record) produces.
         `rules lint` checks guide variables against these names, tests/test_facts_typed.py that `facts()`
         says nothing else and nothing of another type."""
         kind = cls.model_fields["kind"].default if "kind" in cls.model_fields else "records"

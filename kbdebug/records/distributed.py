@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, field_validator
 
-from kbdebug.facts import Facts
+from kbdebug.core.facts import Facts
+from kbdebug.core.stamps import parse_stamp
 from kbdebug.records.base import Record
 from kbdebug.records.job import signal_of_status
-from kbdebug.stamps import parse_stamp
 
 
 class NcclEvent(Record):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from kbdebug.facts import Facts
+from kbdebug.core.facts import Facts
 from kbdebug.records.base import Record
 
 # The signals a job dies of, by number (Linux), and the name a log may print instead.

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kbdebug.facts import Facts
-from kbdebug.frames import basename
+from kbdebug.core.facts import Facts
+from kbdebug.core.frames import basename
 from kbdebug.records.base import Record, Triple
 
 

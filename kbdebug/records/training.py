@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from kbdebug.facts import Facts
+from kbdebug.core.facts import Facts
 from kbdebug.records.base import Record
 
 

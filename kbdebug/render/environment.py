@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from kbdebug.templating import bytecode_cache, code_span
+from kbdebug.core.templating import bytecode_cache, code_span
 
 
 @cache

@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kbdebug.core.facts import Facts
+from kbdebug.core.frames import frame_needle
+from kbdebug.core.terminals import EXC_NAME
 from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN
 from kbdebug.diagnosis import Incident
-from kbdebug.facts import Facts
-from kbdebug.frames import frame_needle
-from kbdebug.terminals import EXC_NAME
 
 _DIGITS = re.compile(r"\d+")
 _EXCEPTION_LINE = re.compile(rf"\s*{EXC_NAME}.*:")  # `Type: message`, the line that names the error

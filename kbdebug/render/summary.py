@@ -9,12 +9,12 @@ import html
 import textwrap
 from collections.abc import Sequence
 
+from kbdebug.core.term import PIPED_WIDTH
 from kbdebug.diagnoser.crashes import first_failure, group
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.render import FORMATS, JSON_SCHEMA_VERSION, dumps, markup
 from kbdebug.render.environment import _env, md_code
-from kbdebug.term import PIPED_WIDTH
 
 EXAMPLES = 3
 

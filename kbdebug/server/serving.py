@@ -1,4 +1,4 @@
-"""The serving process of `kbdebug serve` (kbdebug/cli_serve.py binds the socket, then calls `run`): uvicorn
+"""The serving process of `kbdebug serve` (kbdebug/cli/serve.py binds the socket, then calls `run`): uvicorn
 with every wait bounded, so slow or half-sent requests cannot use up the process.
 
 - A connection gets HEADER_TIMEOUT seconds for its request's headers (from its opening, or from the end of

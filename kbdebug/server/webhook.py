@@ -4,7 +4,7 @@ it for other receivers.
 
 Delivery never holds up the service: `send` puts the notice on a bounded queue that one background thread
 empties, so a receiver that is down, slow or dribbling a byte at a time costs neither a request nor
-`/v1/health` anything. Each attempt has one deadline for the whole exchange (kbdebug.reporting.request:
+`/v1/health` anything. Each attempt has one deadline for the whole exchange (kbdebug.runtime.reporting.request:
 connecting, sending, the answer's headers and body), a redirect is a failure (it is not followed: the
 notice would go where the receiver says), a 5xx or a connection failure is retried a bounded number of
 times with backoff, and the log names the receiver's host only: the URL itself is a secret (Slack's holds
@@ -26,7 +26,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from kbdebug.reporting import CLIENT, AnswerTooLarge, http_url_problem, request
+from kbdebug.runtime.reporting import CLIENT, AnswerTooLarge, http_url_problem, request
 
 TIMEOUT = 5.0  # one attempt, whole exchange
 BACKOFF = (1.0, 4.0)  # seconds before the 2nd and 3rd attempts

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kbdebug.shapes import channels_last
+from kbdebug.core.shapes import channels_last
 from kbdebug.verify.checks import (
     check_bce_inputs,
     check_class_targets,

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from kbdebug.shapes import channels_last
-from kbdebug.values import dtype_name
+from kbdebug.core.shapes import channels_last
+from kbdebug.core.values import dtype_name
 from kbdebug.verify.labels import check_class_targets, check_segmentation
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.stages import walk_tensors

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kbdebug.values import dtype_name
+from kbdebug.core.values import dtype_name
 from kbdebug.verify.result import CheckResult
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kbdebug.errors import KbdebugError
-from kbdebug.values import plain_number
+from kbdebug.core.errors import KbdebugError
+from kbdebug.core.values import plain_number
 
 aten = torch.ops.aten
 Check = Callable[[Any, tuple[Any, ...], dict[str, Any]], None]
@@ -29,7 +29,7 @@ Check = Callable[[Any, tuple[Any, ...], dict[str, Any]], None]
 
 def _user_site() -> tuple[str, str]:
     """`file:line` and source of the innermost frame outside torch, the stdlib and kbdebug."""
-    from kbdebug.frames import is_library_file
+    from kbdebug.core.frames import is_library_file
 
     frame = sys._getframe(1)
     typed: FrameType | None = None  # `python -c` / stdin code: `<string>`, `<stdin>` (no file, but a line)
@@ -100,7 +100,7 @@ def rule_for_op(op: str) -> str:
     return next((r.id for r in load_kb().rules if op in r.guard_ops), "")
 
 
-_round = plain_number  # one way to write a value everywhere (kbdebug.values)
+_round = plain_number  # one way to write a value everywhere (kbdebug.core.values)
 
 
 def _range(op: str, arg: str, t: torch.Tensor, lo: int, hi: int, ignore: int | None = None, **facts: Any) -> None:
@@ -376,7 +376,7 @@ def guard() -> Iterator[None]:
 
 def _trim(tb: TracebackType | None) -> None:
     """Cut the traceback's tail of kbdebug frames (in place: contextlib re-raises this very traceback)."""
-    from kbdebug.frames import _PKG_DIR
+    from kbdebug.core.frames import _PKG_DIR
 
     prev: TracebackType | None = None
     while tb is not None:

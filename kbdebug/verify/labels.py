@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from kbdebug.shapes import channels_last
-from kbdebug.values import dtype_name
+from kbdebug.core.shapes import channels_last
+from kbdebug.core.values import dtype_name
 from kbdebug.verify.result import CheckResult
 from kbdebug.verify.summaries import MAX_POSITIONS, classes_first, histogram, num, offending, positions
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from kbdebug.values import dtype_name
+from kbdebug.core.values import dtype_name
 
 
 class TensorStats(BaseModel):

@@ -7,13 +7,13 @@ from typing import Any
 
 import torch
 
-from kbdebug.values import plain_number
+from kbdebug.core.values import plain_number
 
 MAX_POSITIONS = 10
 HISTOGRAM = 20
 
 
-num = plain_number  # one way to write a value everywhere (kbdebug.values)
+num = plain_number  # one way to write a value everywhere (kbdebug.core.values)
 
 
 def positions(mask: torch.Tensor, limit: int) -> list[list[int]]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from lark import Token, Tree
 
-from kbdebug.frames import basename
+from kbdebug.core.frames import basename
 from kbdebug.normalise import Line
 from kbdebug.parse.fields import Fields, FieldTransformer
 from kbdebug.parse.grammar import parse

@@ -9,6 +9,7 @@ from typing import Any
 
 from lark import Token
 
+from kbdebug.core.shapes import flattened_classes
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
@@ -16,7 +17,6 @@ from kbdebug.parse.grammar import parse
 from kbdebug.parse.reader import Reader, Sink, containing, read_at
 from kbdebug.records import ArchWarning, Frame, PyException, Record, TorchMessage
 from kbdebug.records.job import signal_of_text
-from kbdebug.shapes import flattened_classes
 
 _INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _ROLES = ("input_shape", "target_shape")
@@ -96,7 +96,7 @@ def _extra_singleton(out: Fields) -> Fields:
 def _flattened(a: str, b: str) -> Callable[[Fields], Fields]:
     """`Expected input batch_size (6750208) to match target batch_size (65536)`, a broadcast of `6750208` against
     `65536`, TH's `inconsistent tensor size` of `16384` and `49152` elements: flattened logits that kept their
-    class dim against a flattened label; the class count is the ratio (kbdebug.shapes)."""
+    class dim against a flattened label; the class count is the ratio (kbdebug.core.shapes)."""
 
     def derive(out: Fields) -> Fields:
         x, y = out["values"].get(a), out["values"].get(b)

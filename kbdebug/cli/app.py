@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from kbdebug._version import __version__
-from kbdebug.cli_explain import InputError, explain_logs, quiet_start, regions_for
-from kbdebug.cli_help import Typer
-from kbdebug.cli_options import (
+from kbdebug.cli.explain import InputError, explain_logs, quiet_start, regions_for
+from kbdebug.cli.help import Typer
+from kbdebug.cli.options import (
     TEXT,
     FactsOption,
     FormatOption,
@@ -25,9 +25,9 @@ from kbdebug.cli_options import (
     kb_dirs,
     set_global_kb,
 )
-from kbdebug.cli_run import RUN_CONTEXT, typer_command
-from kbdebug.cli_serve import serve_cmd
-from kbdebug.term import output_width
+from kbdebug.cli.run import RUN_CONTEXT, typer_command
+from kbdebug.cli.serve import serve_cmd
+from kbdebug.core.term import output_width
 
 # The CLI imports the pipeline only inside commands: `--version` and `-h` stay fast.
 
@@ -69,11 +69,11 @@ def explain(
 ) -> None:
     """Diagnose crash logs. Exit status: 0 a named cause, 3 only the catch-all `other`, 1 nothing recognised, 2 usage/input
     error; passing a run through (`cmd 2>&1 | kbdebug explain -`, no -q) 0 and 1 trade places, so a crash fails CI."""
-    raise typer.Exit(explain_logs(files, fmt, quiet, kb, report, facts))  # kbdebug/cli_explain.py
+    raise typer.Exit(explain_logs(files, fmt, quiet, kb, report, facts))  # kbdebug/cli/explain.py
 
 
-app.command("run", context_settings=RUN_CONTEXT)(typer_command())  # kbdebug/cli_run.py
-app.command("serve")(serve_cmd)  # kbdebug/cli_serve.py (the crash service, extra kbdebug[server])
+app.command("run", context_settings=RUN_CONTEXT)(typer_command())  # kbdebug/cli/run.py
+app.command("serve")(serve_cmd)  # kbdebug/cli/serve.py (the crash service, extra kbdebug[server])
 
 
 @app.command("parse")

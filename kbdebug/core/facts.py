@@ -311,7 +311,7 @@ class Facts(TypedDict, total=False):
     cast_tensor: Annotated[str, _f("the failing line's tensor to convert", "context")]
     viewed_tensor: Annotated[str, _f("the tensor the failing line views or reshapes", "context")]
     viewed_shape: Annotated[Shape, _f("its shape", "context")]
-    # -- the live frames (kbdebug.live)
+    # -- the live frames (kbdebug.runtime.live)
     frame_tensors: Annotated[
         dict[str, TensorInfo], _f("shape, dtype, device (and min/max on the CPU) of the failing line's tensors", "live")
     ]
@@ -324,7 +324,8 @@ class Facts(TypedDict, total=False):
     nonfinite_epoch: Annotated[str, _f("the epoch that line printed, as printed", "nonfinite_loss")]
     nonfinite_step: Annotated[str, _f("the step that line printed, as printed", "nonfinite_loss")]
     nonfinite_loss_lines: Annotated[int, _f("how many progress lines print a non-finite loss", "nonfinite_loss")]
-    replica: Annotated[int, _f("the DataParallel replica an exception was raised in", "exception")]
+    replica: Annotated[int, _f("the DataParallel replica an exception was raised in", "exception", "message")]
+    replica_device: Annotated[str, _f("the device of that replica", "message")]
     # -- a plain Python error, from its message and failing line (kbdebug.diagnoser.plain) and, live, its values
     inner_error_type: Annotated[str, _f("the type of the error a multi-line message re-raises (a DataLoader worker's)", "context")]
     inner_error_message: Annotated[str, _f("its message", "context")]

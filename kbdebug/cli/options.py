@@ -137,11 +137,11 @@ def fast_command(argv: list[str]) -> int | None:
     """`kbdebug run ...` and `kbdebug explain ...` in their plain forms, without typer (30 ms of a cold start,
     and typer 0.29 imports pydantic to convert parameters); their exit status, or None: typer reads argv."""
     if argv[:1] == ["run"]:
-        from kbdebug.cli_run import fast_run
+        from kbdebug.cli.run import fast_run
 
         return fast_run(argv[1:])
     if argv[:1] == ["explain"]:
-        from kbdebug.cli_explain import fast_explain
+        from kbdebug.cli.explain import fast_explain
 
         return fast_explain(argv[1:])
     return None

@@ -1,4 +1,4 @@
-"""`kbdebug serve`: the team crash service (kbdebug/server/, extra `kbdebug[server]`), registered by kbdebug.cli.
+"""`kbdebug serve`: the team crash service (kbdebug/server/, extra `kbdebug[server]`), registered by kbdebug.cli.app.
 
 Everything that can be wrong with the command line is said in one line before anything is served: an
 unsupported database, a webhook that is not an http(s) URL, no token off loopback, an address in use (the
@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from kbdebug.cli_options import fail
+from kbdebug.cli.options import fail
 
 DEFAULT_MAX_UPLOAD = 16 << 20  # kbdebug.server.app's default; not imported here so `serve -h` needs no FastAPI
 DATABASES = ("sqlite", "postgresql", "postgres")  # what kbdebug.server.db opens
@@ -129,7 +129,7 @@ def serve_cmd(
             f"--host {host} can be reached from other machines: give --token (or KBDEBUG_SERVE_TOKEN, --token-file) so only your jobs post"
         )
     if webhook:
-        from kbdebug.reporting import http_url_problem
+        from kbdebug.runtime.reporting import http_url_problem
 
         problem = http_url_problem(webhook)
         if problem:
@@ -142,7 +142,7 @@ def serve_cmd(
         except ValueError:
             fail(f"--keep {keep}: give an age such as 90d, 12w or 48h")
     if public_url:
-        from kbdebug.reporting import http_url_problem
+        from kbdebug.runtime.reporting import http_url_problem
 
         problem = http_url_problem(public_url)
         if problem:

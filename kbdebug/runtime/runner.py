@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from kbdebug.fdtee import write_all
+from kbdebug.runtime.fdtee import write_all
 
 if TYPE_CHECKING:  # imported when the child fails (or prints a lot): a run that succeeds needs no parser
     from kbdebug.normalise import Region

@@ -1,8 +1,8 @@
-"""`kbdebug explain FILE...`: diagnose logs and print the report, with the exit status of kbdebug/cli_status.py.
+"""`kbdebug explain FILE...`: diagnose logs and print the report, with the exit status of kbdebug/cli/status.py.
 
 Its plain forms (`explain LOG`, `-f json`, `-q`, `--kb DIR`, `--report URL`, several logs) are read here
 without typer (`fast_explain`): importing typer is a tenth of a cold start, and the floor a cold `explain` is
-measured against (benchmarks/startup.py) is a typer CLI. kbdebug.cli's typer command calls the same
+measured against (benchmarks/startup.py) is a typer CLI. kbdebug.cli.app's typer command calls the same
 `explain_logs` for help and for the forms `parse_explain_args` leaves to typer.
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbdebug.cli_options import TEXT, Format, fail, kb_dirs, read_options
-from kbdebug.cli_status import STDIN_NOTHING, exit_status
-from kbdebug.term import output_width, use_color
+from kbdebug.cli.options import TEXT, Format, fail, kb_dirs, read_options
+from kbdebug.cli.status import STDIN_NOTHING, exit_status
+from kbdebug.core.term import output_width, use_color
 
 if TYPE_CHECKING:
     from kbdebug.diagnosis import Diagnosis
@@ -122,7 +122,7 @@ def regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = False
 def explain_logs(
     files: list[str], fmt: Format = TEXT, quiet: bool = False, kb: list[Path] | None = None, report: str | None = None, facts: bool = False
 ) -> int:
-    """Diagnose the logs and print the report; the exit status (kbdebug/cli_status.py)."""
+    """Diagnose the logs and print the report; the exit status (kbdebug/cli/status.py)."""
     kb = kb_dirs(kb)
     if files.count("-") > 1:
         fail("standard input can be named only once")
@@ -162,7 +162,7 @@ def explain_logs(
 def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | None, report: str | None = None, facts: bool = False) -> int:
     """Many logs: each diagnosis as it is ready (JSON: one object per line; HTML: sections of one document),
     then the crashes grouped by signature."""
-    from kbdebug.batch import expand, is_text_log
+    from kbdebug.cli.batch import expand, is_text_log
     from kbdebug.kb import RuleFileError, load_kb
     from kbdebug.render import render
     from kbdebug.render.summary import render_summary
@@ -202,15 +202,15 @@ def _explain_many(files: list[str], fmt: Format, quiet: bool, kb: list[Path] | N
 
 
 def _report(url: str, logs: list[tuple[str, Any]]) -> None:
-    """`--report URL`: each log to the crash service, after the local output (kbdebug/reporting.py)."""
-    from kbdebug.reporting import report_logs
+    """`--report URL`: each log to the crash service, after the local output (kbdebug/runtime/reporting.py)."""
+    from kbdebug.runtime.reporting import report_logs
 
     report_logs(url, logs)
 
 
 def _each(paths: list[str], quiet: bool, kb: list[Path] | None, to_stderr: bool) -> Iterator[Diagnosis]:
     from kbdebug.api import diagnose_regions
-    from kbdebug.batch import diagnose_files
+    from kbdebug.cli.batch import diagnose_files
 
     if "-" in paths:  # standard input is read here, in order, with the files around it
         for path in paths:

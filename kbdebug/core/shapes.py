@@ -13,7 +13,7 @@ import math
 import re
 from typing import Literal
 
-from kbdebug.facts import Facts
+from kbdebug.core.facts import Facts
 
 Shape = list[int]
 Relation = Literal["same", "batch", "channel", "class", "spatial", "rank", "mixed"]

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from kbdebug.cli_options import TEXT, Format, fail, kb_dirs, read_options
-from kbdebug.term import output_width, use_color
+from kbdebug.cli.options import TEXT, Format, fail, kb_dirs, read_options
+from kbdebug.core.term import output_width, use_color
 
 if TYPE_CHECKING:
-    from kbdebug.facts import Facts
+    from kbdebug.core.facts import Facts
 
-# registered by kbdebug.cli: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
+# registered by kbdebug.cli.app: app.command("run", context_settings=RUN_CONTEXT)(run_cmd)
 RUN_CONTEXT = {"allow_interspersed_args": False, "ignore_unknown_options": True}
 
 # `run`'s options as `parse_run_args` reads them: name -> (parameter, kind). Kept equal to run_cmd's typer
@@ -40,7 +40,7 @@ def typer_command() -> Callable[..., None]:
     full CLI is loaded, since it needs typer."""
     import typer
 
-    from kbdebug.cli_options import FormatOption, KbOption, ReportOption
+    from kbdebug.cli.options import FormatOption, KbOption, ReportOption
 
     def run_cmd(
         cmd: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", metavar="-- CMD...")],
@@ -86,8 +86,8 @@ def run_job(
 ) -> int:
     """Run the job (and again while `--retry` allows); the exit status, the command's."""
     kb = kb_dirs(kb)  # `kbdebug --kb DIR run ...` too
-    from kbdebug.job_end import retry_decision
-    from kbdebug.runner import shell_quote
+    from kbdebug.runtime.job_end import retry_decision
+    from kbdebug.runtime.runner import shell_quote
 
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -128,7 +128,7 @@ class _Attempt:
 
     def run(self) -> tuple[int, Any, Any]:
         """The attempt's exit status (the command's), its diagnosis (None when it succeeded) and its RunResult."""
-        from kbdebug.runner import RunError, child_env, new_save_dir, run_once, sanitizer_command, write_summary
+        from kbdebug.runtime.runner import RunError, child_env, new_save_dir, run_once, sanitizer_command, write_summary
 
         cmd, source = self.cmd, self.source
         save = None
@@ -157,7 +157,7 @@ class _Attempt:
         out = sys.stderr
         if not diag.incidents:
             if first.returncode not in (0, 130, 143):  # not for Ctrl-C / SIGTERM: the user knows why
-                from kbdebug.job_end import exit_hint
+                from kbdebug.runtime.job_end import exit_hint
 
                 hint = exit_hint(first.returncode)
                 out.write(
@@ -173,7 +173,7 @@ class _Attempt:
             write_summary(save, cmd, results)
             out.write(f"kbdebug: logs and diagnosis.json saved in {save}\n")
         if self.report:  # last: the diagnosis and the saved logs are already out; the exit status stays the command's
-            from kbdebug.reporting import job_metadata, post, regions_text
+            from kbdebug.runtime.reporting import job_metadata, post, regions_text
 
             post(self.report, regions_text(first.regions), job_metadata(source))
         return first.returncode, diag, first
@@ -187,7 +187,7 @@ class _Attempt:
         if not first.regions:
             return None
         diag = self._diagnose(first, source, "run")
-        from kbdebug.cli_status import NAMED, found
+        from kbdebug.cli.status import NAMED, found
         from kbdebug.kb import load_kb
 
         if found([diag], load_kb(self.kb)) != NAMED:
@@ -199,7 +199,7 @@ class _Attempt:
 
     def _rerun_blocking(self, first: Any, diag: Any, save: Path | None, results: list[tuple[Any, Any]]) -> None:
         """Not localised (an asynchronous CUDA error)? Run once more with CUDA_LAUNCH_BLOCKING=1, or say how."""
-        from kbdebug.runner import RERUN_ENV, child_env, needs_rerun, run_once, stderr_is_interactive
+        from kbdebug.runtime.runner import RERUN_ENV, child_env, needs_rerun, run_once, stderr_is_interactive
 
         out = sys.stderr
         if self.sanitizer or first.interrupted is not None or not needs_rerun(diag):
@@ -232,8 +232,8 @@ class _Attempt:
     def _diagnose(self, result: Any, source: str, origin: str) -> Any:
         """The run's output, and how it ended (a signal or a killed-by-signal status), read together."""
         from kbdebug.api import diagnose_regions
-        from kbdebug.job_end import status_record
         from kbdebug.kb import RuleFileError
+        from kbdebug.runtime.job_end import status_record
 
         ended = status_record(result.returncode, result.signal, result.core_dumped, result.lines)
         try:

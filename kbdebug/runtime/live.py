@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any
 
+from kbdebug.core.facts import Facts, InplaceWrite, ModuleCounts, TensorInfo
+from kbdebug.core.frames import location, user_frame
+from kbdebug.core.values import dtype_name, plain_number
 from kbdebug.diagnoser.context import LABEL_NAME, call_settings, launch_command
 from kbdebug.diagnosis import LiveEvidence, LiveSite
-from kbdebug.facts import Facts, InplaceWrite, ModuleCounts, TensorInfo
-from kbdebug.frames import location, user_frame
 from kbdebug.normalise import Line
 from kbdebug.parse import parse_lines
-from kbdebug.plain_errors import live_facts
 from kbdebug.records import Frame, PyException, Record
-from kbdebug.values import dtype_name, plain_number
+from kbdebug.runtime.plain_errors import live_facts
 
 _CAUSE = ["", "The above exception was the direct cause of the following exception:", ""]
 _CONTEXT = ["", "During handling of the above exception, another exception occurred:", ""]
@@ -153,7 +153,7 @@ def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, save
     if code:
         facts["user_code"] = code
     for key, val in live_facts(type_name(type(exc)), text, frame, line, code).items():  # a plain Python error's values
-        facts.setdefault(key, val)  # type: ignore[misc]  # declared facts (kbdebug.facts)
+        facts.setdefault(key, val)  # type: ignore[misc]  # declared facts (kbdebug.core.facts)
     tensors = frame_tensors(frame, code)
     if tensors:
         facts["frame_tensors"] = tensors

@@ -8,7 +8,7 @@ import threading
 from types import TracebackType
 from typing import Any, TextIO
 
-from kbdebug.term import use_color
+from kbdebug.core.term import use_color
 
 _previous: dict[str, Any] = {}
 
@@ -64,8 +64,8 @@ def _send(exc: BaseException, url: str, stream: TextIO) -> None:
     import traceback
 
     try:
-        from kbdebug.fdtee import active_text
-        from kbdebug.reporting import job_metadata, post
+        from kbdebug.runtime.fdtee import active_text
+        from kbdebug.runtime.reporting import job_metadata, post
 
         tb = "".join(traceback.format_exception(exc))
         captured = active_text() or ""
@@ -111,7 +111,7 @@ def install(*, capture: bool = False, compact: bool | None = None, report: str |
         _previous["threading"] = threading.excepthook
         threading.excepthook = _thread_hook
     if capture and "capture" not in _previous:
-        from kbdebug.fdtee import capture as _capture
+        from kbdebug.runtime.fdtee import capture as _capture
 
         _previous["capture"] = _capture().__enter__()
 
@@ -141,7 +141,7 @@ def load_ipython_extension(ipython: Any) -> None:
     lines go to the server's terminal, never into the cell, so this is the only way to see them."""
     ipython.set_custom_exc((Exception,), _ipython_handler)
     if "ipython_capture" not in _previous and not os.environ.get("KBDEBUG_NO_CAPTURE"):
-        from kbdebug.fdtee import capture as _capture
+        from kbdebug.runtime.fdtee import capture as _capture
 
         _previous["ipython_capture"] = _capture().__enter__()
 
