@@ -10,8 +10,10 @@ scanner (kbdebug/scan.py) decides which bytes to read; this module turns them in
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from kbdebug.core.stamps import Stamp, inner_stamp, parse_stamp
@@ -30,8 +32,35 @@ class Line(NamedTuple):
 
 @dataclass
 class Region:
+    """A kept stretch of the log: its `lines` as the grammars read them, and its bytes as the log printed them
+    (`source`, the very bytes the scanner kept: no copy), so a record can quote the log itself (`original`)."""
+
     first_line: int
     lines: list[Line] = field(default_factory=list)
+    source: bytes = b""
+    ends: dict[int, int] = field(default_factory=dict)  # a line re-joined from a hard wrap -> the physical line it ends on
+
+    def original(self, first: int, last: int) -> str | None:
+        """The log's own text of physical lines `first`..`last` (and the rest of a wrapped `last`), joined by newlines,
+        as printed: prefixes, ANSI escapes, a CRLF line's carriage return and all (only a line over MAX_FLAT characters
+        is cut, as `cut` cuts it). None when the region does not hold them."""
+        last = max(last, self.ends.get(last, last))
+        starts = self._starts
+        lo, hi = first - self.first_line, last - self.first_line + 1
+        if lo < 0 or hi <= lo or lo >= len(starts):
+            return None
+        end = starts[hi] - 1 if hi < len(starts) else len(self.source)
+        text = self.source[starts[lo] : end].decode("utf-8", "replace")
+        if end - starts[lo] <= MAX_FLAT:
+            return text
+        # a line of megabytes (progress redraws that never end a line) keeps its head and tail, as the grammars read
+        # it: a record's quote stays as bounded as its text
+        return "\n".join(cut(line, MAX_FLAT) for line in text.split("\n"))
+
+    @cached_property
+    def _starts(self) -> array[int]:
+        """Where each physical line starts in `source`: built once, when a record first quotes the region."""
+        return array("q", [0, *(m.end() for m in _NEWLINE.finditer(self.source))])
 
 
 @dataclass
@@ -41,6 +70,7 @@ class _Raw:
     line: int  # 1-based line number of `start`
 
 
+_NEWLINE = re.compile(rb"\n")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Prefixes a launcher, a logging handler or a paste put before a line; the named groups `rank` and `time`
@@ -134,7 +164,7 @@ def normalise(raw: _Raw) -> Region:
     if not text.isascii():
         text = text.translate(_FULLWIDTH)
     text = text.replace("\r\n", "\n")
-    region = Region(first_line=raw.line)
+    region = Region(first_line=raw.line, source=raw.data)
     physical = text.split("\n")
     if physical and physical[-1] == "":
         physical.pop()
@@ -168,6 +198,9 @@ def normalise(raw: _Raw) -> Region:
         if len(lines) == before:
             break
     region.lines = lines
+    for ln, end in zip(lines, ends, strict=True):
+        if end > region.ends.get(ln.no, ln.no):
+            region.ends[ln.no] = end
     return region
 
 

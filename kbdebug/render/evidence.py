@@ -114,8 +114,9 @@ def evidence(inc: Incident, lines: dict[int, str]) -> list[list[EvidenceLine]]:
         seen.add(rec.first_line)
         first, last = rec.first_line, max(rec.last_line, rec.first_line)
         own = dict(lines)
-        for k, text in enumerate(rec.raw.split("\n")):
-            own.setdefault(first + k, text)
+        if first not in own:  # a record of no kept line (a live exception's): its own text, the log's lines as printed
+            for k, text in enumerate(rec.raw.split("\n")):
+                own.setdefault(first + k, text)
         decisive = _decisive_line(rec.kind, first, last, own)
         mine = _user_frame_lines(inc.facts, own, first, last)
         rows = [EvidenceLine(no, own[no]) for no in range(first - CONTEXT, first) if no in own]
