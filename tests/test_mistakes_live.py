@@ -109,3 +109,54 @@ def test_argparse_refusing_the_command_line_is_a_config_error() -> None:
     inc = root(lambda: parser.parse_args(["-f", "/root/.local/share/jupyter/runtime/kernel-1.json"]))
     assert inc.rule == "config_error"
     assert "parser.parse_args(args=[])" in guide(inc)
+
+
+def _ctc(blank: int = 0, batch_first: bool = False, input_length: int = 10, target_length: int = 4) -> torch.Tensor:
+    log_probs = torch.randn(10, 2, 5).log_softmax(2)  # [T, N, C]: 4 characters and the blank
+    targets = torch.tensor([[1, 2, 3, 3], [1, 2, 3, 4]])
+    if batch_first:
+        log_probs = log_probs.transpose(0, 1)
+    lengths = torch.tensor([input_length, 10]), torch.tensor([target_length, 4])
+    return F.ctc_loss(log_probs, targets, *lengths, blank=blank)
+
+
+def test_a_ctc_blank_past_the_classes_is_a_label_out_of_range_with_the_ctc_fix() -> None:
+    inc = root(lambda: _ctc(blank=5))
+    assert inc.rule == "nll_target_out_of_range"
+    text = " ".join(guide(inc).split())
+    assert "`len(vocab) + 1` outputs (`num_classes = vocab + 1`)" in text and "nn.CTCLoss(blank=0)" in text
+    assert _both(lambda: _ctc(blank=5)) == ("nll_target_out_of_range", "nll_target_out_of_range")
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ({"input_length": 12}, "lengths measured on the input audio or features"),
+        ({"target_length": 6}, "fewer label positions than `target_lengths` says"),
+        ({"batch_first": True}, "batch-first `[N, T, C]`"),
+    ],
+)
+def test_ctc_lengths_that_do_not_fit_are_a_target_shape_problem(case: dict[str, int], says: str) -> None:
+    inc = root(lambda: _ctc(**case))
+    assert inc.rule == "target_shape_mismatch"
+    assert says in " ".join(guide(inc).split())
+    assert _both(lambda: _ctc(**case)) == ("target_shape_mismatch", "target_shape_mismatch")
+
+
+def _check_valid_column_key(key: str, columns: list[str]) -> None:
+    """Hugging Face datasets' own check (datasets/formatting/formatting.py), raised as a Dataset's `ds["label"]` does."""
+    if key not in columns:
+        raise KeyError(f"Column {key} not in the dataset. Current columns in the dataset: {columns}")
+
+
+def test_a_datasets_column_missing_is_other_naming_the_column_and_those_the_dataset_holds() -> None:
+    def read() -> None:
+        _check_valid_column_key("label", ["text", "labels"])
+
+    inc = root(read)
+    assert inc.rule == "other"
+    assert inc.facts["dataset_column"] == "label"
+    text = " ".join(guide(inc).split())
+    assert "The dataset has no column `label`: its columns are ['text', 'labels']." in text
+    assert 'ds.rename_column("old", "new")' in text
+    assert _both(read) == ("other", "other")
