@@ -101,7 +101,7 @@ _PREFIXES = [
     re.compile(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)[a-z][a-z0-9.-]*[a-z0-9]: "),
     # Python logging's `%(asctime)s [%(levelname)s] %(name)s - ` with a short date
     re.compile(r"^\d\d/\d\d(?:/\d{2,4})? \d\d:\d\d:\d\d(?:[.,]\d+)? \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\] [\w.]+ - "),
-    re.compile(r"^>\s?"),
+    re.compile(r"^>(?!=)\s?"),  # a mail/Markdown quote; `>= ...` is a wrapped comparison, not a quote
     re.compile(r"^(?:\.\.\.|…)\s*(?=\S)"),  # a paste cut at its start and marked so
     re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]

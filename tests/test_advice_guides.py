@@ -124,7 +124,16 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "=========     at tile_sum(int *, int)+0x110 in tiles.cu:52\n=========     by thread (9,0,0) in block (1,0,0)\n",
         ["tile_sum(int *, int)", "tiles.cu:52", "thread [9, 0, 0]"],
     ),
-    "other": (TB + "KeyError: 'label_path'\n", ["KeyError: 'label_path'", "Add a rule for `KeyError`", *WHERE]),
+    "other": (TB + "KeyError: 'label_path'\n", ["KeyError: 'label_path'", "The key `'label_path'` is missing", "add `'label_path'` where it is built", *WHERE]),
+    "concat_size_mismatch": (
+        TB.replace("loss = criterion(pred, mask)", "x = torch.cat([skip, up], dim=1)")
+        + "RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 25 but got size 24 for tensor number 1 in the list.\n",
+        ["25", "24", "x = torch.cat([skip, up], dim=1)"],
+    ),
+    "config_error": (
+        TB.replace("loss = criterion(pred, mask)", 'workers = cfg["training"]["n_workers"]') + "KeyError: 'n_workers'\n",
+        ["n_workers", "/srv/exp/seg_train.py:217"],
+    ),
     "channel_onehot_mismatch": (
         TB + "AssertionError: ground truth has different shape (torch.Size([2, 1, 64, 64])) from input (torch.Size([2, 9, 64, 64]))\n",
         [],
@@ -239,7 +248,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
     ),
 }
 
-UNFILLED = re.compile(r"``|` `|\bat :|\bNone\b|\{\{|\{%|\s\(\s*\)|\s\[\s*\]|\bin block ,|\bfor dimension  ")
+UNFILLED = re.compile(r"``|` `|\bat :|(?<!=)\bNone\b|\{\{|\{%|\s\(\s*\)|\s\[\s*\]|\bin block ,|\bfor dimension  ")
 
 
 def test_every_rule_has_a_guide_case() -> None:

@@ -62,7 +62,7 @@ def basename(path: str) -> str:
     return re.split(r"[\\/]", path.rstrip("\\/"))[-1]
 
 
-_PKG_DIR = str(Path(__file__).resolve().parent)
+_PKG_DIR = str(Path(__file__).resolve().parent.parent)  # kbdebug/, this file being kbdebug/core/frames.py
 
 
 def is_library_file(filename: str) -> bool:
