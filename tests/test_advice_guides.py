@@ -124,7 +124,10 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "=========     at tile_sum(int *, int)+0x110 in tiles.cu:52\n=========     by thread (9,0,0) in block (1,0,0)\n",
         ["tile_sum(int *, int)", "tiles.cu:52", "thread [9, 0, 0]"],
     ),
-    "other": (TB + "KeyError: 'label_path'\n", ["KeyError: 'label_path'", "The key `'label_path'` is missing", "add `'label_path'` where it is built", *WHERE]),
+    "other": (
+        TB + "KeyError: 'label_path'\n",
+        ["KeyError: 'label_path'", "The key `'label_path'` is missing", "add `'label_path'` where it is built", *WHERE],
+    ),
     "concat_size_mismatch": (
         TB.replace("loss = criterion(pred, mask)", "x = torch.cat([skip, up], dim=1)")
         + "RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 25 but got size 24 for tensor number 1 in the list.\n",
