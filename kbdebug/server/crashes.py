@@ -38,7 +38,7 @@ def get_crashes(
 def get_crash(signature: str, engine: EngineDep) -> dict[str, object]:
     found = store.group(engine, signature)
     if found is None:
-        raise HTTPException(404, f"no crash with signature {signature[:40]!r}")
+        raise _unknown(signature)
     return found
 
 
@@ -52,7 +52,7 @@ def get_crash(signature: str, engine: EngineDep) -> dict[str, object]:
 def patch_crash(signature: str, body: models.Triage, engine: EngineDep) -> models.Triage:
     """A resolved group that occurs again becomes `regressed` (and the webhook says so, once)."""
     if not triage.set_status(engine, signature, body.status):
-        raise HTTPException(404, f"no crash with signature {signature[:40]!r}")
+        raise _unknown(signature)
     return body
 
 
@@ -66,5 +66,10 @@ def patch_crash(signature: str, body: models.Triage, engine: EngineDep) -> model
 def delete_crash(signature: str, engine: EngineDep) -> models.Deleted:
     gone = triage.delete_group(engine, signature)
     if gone < 0:
-        raise HTTPException(404, f"no crash with signature {signature[:40]!r}")
+        raise _unknown(signature)
     return models.Deleted(deleted=gone)
+
+
+def _unknown(signature: str) -> HTTPException:
+    """The 404 of a signature no group has (its head only: the path is the client's text)."""
+    return HTTPException(404, f"no crash with signature {signature[:40]!r}")
