@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, Final, Literal, TypedDict, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, Final, Literal, TypedDict, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 # Who produces facts. A record kind (its `kind`) says what its evidence holds; `records` is every kind.
 # `live`: a live exception's frames (diagnose(exc)); `match`: the matcher (retry, inferred phrases);
@@ -401,7 +402,7 @@ def _fits(value: Any, tp: Any) -> bool:
         return value is None
     if origin is Literal:
         return value in get_args(tp)
-    if origin in (type(int | str), __import__("typing").Union):
+    if origin in (UnionType, Union):
         return any(_fits(value, t) for t in get_args(tp))
     if origin is list:
         (inner,) = get_args(tp)
@@ -409,7 +410,7 @@ def _fits(value: Any, tp: Any) -> bool:
     if origin is dict:
         key, inner = get_args(tp)
         return isinstance(value, dict) and all(_fits(k, key) and _fits(v, inner) for k, v in value.items())
-    if isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__annotations__"):  # a TypedDict
+    if is_typeddict(tp):
         hints = get_type_hints(tp)
         return isinstance(value, dict) and all(k in hints and _fits(v, hints[k]) for k, v in value.items())
     if tp is float:

@@ -55,6 +55,7 @@ def incident_json(inc: Incident) -> dict[str, Any]:
         out[key] = value
     out["consequences"] = []
     for c in inc.consequences:
-        head = c.model_dump(mode="json", include={"rule", "title", "first_line"})
-        out["consequences"].append({**head, "summary": consequence_summary(c), **c.model_dump(mode="json", include={"ranks", "facts"})})
+        data = c.model_dump(mode="json")
+        ranks, facts = data.pop("ranks"), data.pop("facts")  # the contract's order: the summary comes before them
+        out["consequences"].append({**data, "summary": consequence_summary(c), "ranks": ranks, "facts": facts})
     return out

@@ -105,7 +105,7 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
         )
         msg_lines = [Line(end - len(only) + 1 + k, text) for k, text in enumerate(only)]
         said = [r for r in parse_lines(msg_lines, frames) if not isinstance(r, PyException)]
-        shape = next((r.facts().get("tensor_shape") for r in said if "tensor_shape" in r.facts()), None)
+        shape = next((said_shape for r in said if (said_shape := r.facts().get("tensor_shape")) is not None), None)
         site = read_site(e, found[id(e)] or fallback, shape)
         if found[id(e)] is not None:  # its own failing line, not one borrowed from the chain
             _add_frame_shapes(rec, site)
@@ -308,7 +308,7 @@ def _inplace_layers(frame: FrameType) -> list[str]:
     return out
 
 
-def frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str, TensorInfo]:
+def frame_tensors(frame: FrameType, code: str) -> dict[str, TensorInfo]:
     """Shape, dtype and device of the tensors named on the failing line (metadata only: no kernel
     runs, so this is safe after a device-side assert has poisoned the CUDA context)."""
     torch = sys.modules.get("torch")
@@ -319,7 +319,7 @@ def frame_tensors(frame: FrameType, code: str, values: bool = True) -> dict[str,
         val = _lookup(frame, name)
         if isinstance(val, torch.Tensor):
             info: TensorInfo = {"shape": list(val.shape), "dtype": dtype_name(val.dtype), "device": str(val.device)}
-            if values and val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
+            if val.device.type == "cpu" and 0 < val.numel() <= 10_000_000 and not val.is_complex():
                 try:
                     info["min"], info["max"] = plain_number(val.min().item()), plain_number(val.max().item())
                 except (RuntimeError, TypeError):
