@@ -38,18 +38,48 @@ def field_text(rec: Record, name: str) -> str | None:
     return str(obj)
 
 
-def matches(m: Match, rec: Record) -> bool:
+class _Plan(NamedTuple):
+    """A template's field tests as `matches` runs them, read off the model once: (field, texts one of which a
+    match must hold or None, compiled pattern) for the fields it needs and for those it must not find."""
+
+    fields: tuple[tuple[str, frozenset[str] | None, Pattern], ...]
+    absent: tuple[tuple[str, frozenset[str] | None, Pattern], ...]
+
+
+_PLANS: dict[int, tuple[Match, _Plan]] = {}
+
+
+def _plan(m: Match) -> _Plan:
+    kept = _PLANS.get(id(m))
+    if kept is None or kept[0] is not m:
+        needs = m._needs or {}
+        plan = _Plan(
+            tuple((name, needs.get(p), _rx(p)) for name, p in m.fields.items()),
+            tuple((name, needs.get(p), _rx(p)) for name, p in m.absent.items()),
+        )
+        kept = _PLANS[id(m)] = (m, plan)
+    return kept[1]
+
+
+def _found(test: tuple[str, frozenset[str] | None, Pattern], rec: Record, texts: dict[str, str | None]) -> bool | None:
+    """Whether the field's pattern finds a match in the record's field (None: the record has no such field)."""
+    name, needs, rx = test
+    if name not in texts:
+        texts[name] = field_text(rec, name)
+    text = texts[name]
+    if text is None:
+        return None
+    return may_hold(needs, text) and rx.search(text) is not None
+
+
+def matches(m: Match, rec: Record, texts: dict[str, str | None] | None = None) -> bool:
+    """Whether template `m` reads record `rec`: its kind, a match of each field pattern, none of the absent ones.
+    `texts` keeps the record's field texts across the templates tried on it."""
     if m.kind != rec.kind:
         return False
-    for name, pattern in m.fields.items():
-        text = field_text(rec, name)
-        if text is None or not m.may_find(pattern, text) or not _rx(pattern).search(text):
-            return False
-    for name, pattern in m.absent.items():
-        text = field_text(rec, name)
-        if text is not None and m.may_find(pattern, text) and _rx(pattern).search(text):
-            return False
-    return True
+    texts = {} if texts is None else texts
+    plan = _plan(m)
+    return all(_found(test, rec, texts) for test in plan.fields) and not any(_found(test, rec, texts) for test in plan.absent)
 
 
 def captured(m: Match, rec: Record) -> dict[str, str]:
@@ -65,12 +95,12 @@ def captured(m: Match, rec: Record) -> dict[str, str]:
 
 def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     best: tuple[int, float, Rule, Match] | None = None
-    for rule in kb.rules:
-        for m in rule.match:
-            if matches(m, rec):
-                cand = (_priority(rule, m), m.confidence, rule, m)
-                if best is None or cand[:2] > best[:2]:
-                    best = cand
+    texts: dict[str, str | None] = {}
+    for rule, m in kb.templates_of(rec.kind):
+        if matches(m, rec, texts):
+            cand = (_priority(rule, m), m.confidence, rule, m)
+            if best is None or cand[:2] > best[:2]:
+                best = cand
     if best is None or ("fallback" in best[2].tags and not best[3].settles):
         inferred = infer_rule(rec, kb)
         if inferred is not None:

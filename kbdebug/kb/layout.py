@@ -18,6 +18,7 @@ for a user's own rule); both forms are read by `rule_data`.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -41,16 +42,34 @@ def rule_paths(directory: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.parent.name if p.name == RULE_FILE else p.stem, str(p)))
 
 
+def rule_stamps(directory: Path) -> list[tuple[str, int, int]]:
+    """(file, size, time of change) of every file the rules in `directory` are read from (`rule_paths` and
+    its guide; a folder's missing guide as -1, -1): what a loaded knowledge base is kept by. A process that
+    diagnoses log after log asks for it each time, so it costs one directory listing and a stat per file,
+    with no globbing or Path objects (a tenth of a millisecond for the bundled rules)."""
+    out: list[tuple[str, int, int]] = []
+    with os.scandir(directory) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_dir():
+                files = [os.path.join(entry.path, RULE_FILE), os.path.join(entry.path, GUIDE_FILE)]
+            elif entry.name.endswith(".toml") and entry.is_file():
+                files = [entry.path]
+            else:
+                continue
+            for i, name in enumerate(files):
+                try:
+                    st = os.stat(name)
+                except OSError:
+                    if i == 0:
+                        break  # a folder without a rule.toml is no rule
+                    out.append((name, -1, -1))
+                    continue
+                out.append((name, st.st_size, st.st_mtime_ns))
+    return out
+
+
 def is_folder_rule(path: Path) -> bool:
     return path.name == RULE_FILE
-
-
-def rule_files(path: Path) -> list[Path]:
-    """Every file a rule is read from when it is loaded (its cache key): the TOML, and for a folder its guide.
-    A folder's examples are read when asked for (kbdebug.kb.model.Rule.examples)."""
-    if not is_folder_rule(path):
-        return [path]
-    return [path, path.parent / GUIDE_FILE]
 
 
 def read_guide(text: str, where: Path) -> dict[str, str]:

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lark import Lark, Tree
+from lark import Lark
 from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
@@ -25,7 +25,7 @@ from kbdebug._cache import cached, code_version
 from kbdebug.core import phrases
 from kbdebug.core.phrases import canonical_text, split_alternatives
 from kbdebug.parse import packaged
-from kbdebug.parse.grammar import COMMON, directive, files, folder, names, parse, parser, source
+from kbdebug.parse.grammar import COMMON, directive, files, folder, names, parser, source
 
 T = TypeVar("T")
 
@@ -346,19 +346,11 @@ def packaged_readings() -> dict[Path, dict[str, Any]]:
     return files
 
 
-def parse_in(name: str, text: str) -> Tree | None:
-    """`text` read as a line of grammar `name`: whole (a prefix such as the exception type is part of
-    the record), else from each place in it where one of the grammar's templates may start."""
-    for start in dict.fromkeys([0, *anchors(name).starts(text)]):
-        tree = parse(name, text[start:])
-        if tree is not None:
-            return tree
-    return None
-
-
 @cache
-def _texts_of(name: str) -> frozenset[str]:
-    return frozenset(t for texts in required_texts(name).values() if texts for t in texts)
+def _texts_of(name: str) -> frozenset[str] | None:
+    """The texts one of which every line of grammar `name` holds; None when a kind of line needs none."""
+    kinds = required_texts(name).values()
+    return None if any(texts is None for texts in kinds) else frozenset(t for texts in kinds if texts for t in texts)
 
 
 def may_hold(name: str, text: str) -> bool:

@@ -12,7 +12,8 @@ from lark import Token
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, merge, unquote
-from kbdebug.parse.grammar import parse, templates
+from kbdebug.parse.grammar import templates
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, SanitizerFrame, SanitizerReport, SanitizerSummary
 
