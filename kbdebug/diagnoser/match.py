@@ -129,15 +129,16 @@ MIN_CUT_PHRASE = 12  # a phrase cut off by the end of the text still counts from
 def _cut_phrase(lit: str, text: str) -> str:
     """The start of the phrase `lit` that the text ends with (a message cut mid-phrase), or "" when too little is there.
 
-    The longest such start begins at the first place in the text's last len(lit)-1 characters where
-    the phrase's first character is and the rest of the text is how the phrase goes on."""
+    The longest such start begins at the first place in the text's last len(lit)-1 characters where the
+    phrase's first `shortest` characters are and the rest of the text is how the phrase goes on."""
     tail = text.rstrip()
     shortest = max(MIN_CUT_PHRASE, len(lit) // 3)
-    j = tail.find(lit[:1], max(0, len(tail) - len(lit) + 1)) if lit else -1
+    head = lit[:shortest]
+    j = tail.find(head, max(0, len(tail) - len(lit) + 1)) if lit else -1
     while j != -1 and len(tail) - j >= shortest:
         if lit.startswith(tail[j:]):
             return tail[j:]
-        j = tail.find(lit[0], j + 1)
+        j = tail.find(head, j + 1)
     return ""
 
 
@@ -167,12 +168,12 @@ def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
     return kept[1]
 
 
-def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
+def indicator_score(rule: Rule, text: str, lowered: str | None = None) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
-    their letters' case);
+    their letters' case; `lowered` is the text lower-cased, when the caller has it);
     a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
-    lowered = text.lower()
+    lowered = text.lower() if lowered is None else lowered
     for ind in _phrases(rule):
         m = _rx(ind.pattern).search(text) if may_hold(ind.required, text) else None
         if m is None and (ind.folded is None or any(t in lowered for t in ind.folded)):
@@ -192,10 +193,11 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     if text is None:
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
+    lowered = text.lower()
     for rule in kb.rules:
         if not rule.indicators:
             continue
-        score, found = indicator_score(rule, text)
+        score, found = indicator_score(rule, text, lowered)
         if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
             best = (score, rule.priority, rule, found)
     if best is None:

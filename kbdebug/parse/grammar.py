@@ -111,9 +111,11 @@ def literal_first(text: str) -> str:
     """Grammar `text` for a standard lexer that tries fixed text first: its named terminals a step below the
     anonymous literals (`The size of tensor a (` before `OP_NAME: /\\S+/`), and the shared REST (whatever follows
     a template) below them all, so a template is read as far as it goes before the rest of the line is REST."""
+    lowered = _TERMINAL_DEF.sub(r"\1.-1:", text)
+    if not re.search(r"^%import _common\b.*\bREST\b", text, re.M):
+        return lowered
     rest = re.search(r"^REST:[ \t]*(.+)$", source(COMMON), re.M)
     assert rest is not None, "grammars/_common.lark defines REST"
-    lowered = _TERMINAL_DEF.sub(r"\1.-1:", text)
     return f"{lowered}\n%override REST.-2: {rest.group(1)}\n"
 
 
