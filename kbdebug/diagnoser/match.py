@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any, NamedTuple, cast
 
 from kbdebug.core.facts import Facts, merge
-from kbdebug.core.phrases import may_hold
+from kbdebug.core.phrases import may_hold, texts_score
 from kbdebug.core.stamps import Stamp, earliest
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
@@ -93,10 +93,54 @@ def captured(m: Match, rec: Record) -> dict[str, str]:
     return out
 
 
+class _KindIndex(NamedTuple):
+    """The templates of one record kind, found by text: each template is listed under the texts one of which its
+    most telling field must hold (`Match._needs`), so a record is tried only against the templates whose text its
+    fields hold, in rule order, and those that need no text. A record of a common kind (an exception) would
+    otherwise be tried against a hundred templates."""
+
+    entries: tuple[tuple[Rule, Match], ...]
+    always: frozenset[int]
+    keyed: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...]  # field -> (text, templates)
+
+
+_KINDS: dict[tuple[int, str], tuple[KnowledgeBase, _KindIndex]] = {}
+
+
+def _kind_index(kb: KnowledgeBase, kind: str) -> _KindIndex:
+    kept = _KINDS.get((id(kb), kind))
+    if kept is None or kept[0] is not kb:
+        entries = tuple(kb.templates_of(kind))
+        always: set[int] = set()
+        keyed: dict[str, dict[str, list[int]]] = {}
+        for i, (_, m) in enumerate(entries):
+            tests = [(name, needs) for name, needs, _ in _plan(m).fields if needs]
+            if not tests:
+                always.add(i)
+                continue
+            name, needs = max(tests, key=lambda test: texts_score(test[1]))
+            for text in needs:
+                keyed.setdefault(name, {}).setdefault(text, []).append(i)
+        index = _KindIndex(
+            entries, frozenset(always), tuple((name, tuple((t, tuple(ix)) for t, ix in by.items())) for name, by in keyed.items())
+        )
+        kept = _KINDS[(id(kb), kind)] = (kb, index)
+    return kept[1]
+
+
 def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     best: tuple[int, float, Rule, Match] | None = None
     texts: dict[str, str | None] = {}
-    for rule, m in kb.templates_of(rec.kind):
+    index = _kind_index(kb, rec.kind)
+    tried = set(index.always)
+    for name, by_text in index.keyed:
+        text = texts[name] = field_text(rec, name)
+        if text is not None:
+            for needed, templates in by_text:
+                if needed in text:
+                    tried.update(templates)
+    for i in sorted(tried):
+        rule, m = index.entries[i]
         if matches(m, rec, texts):
             cand = (_priority(rule, m), m.confidence, rule, m)
             if best is None or cand[:2] > best[:2]:
@@ -130,16 +174,20 @@ def _cut_phrase(lit: str, text: str) -> str:
     """The start of the phrase `lit` that the text ends with (a message cut mid-phrase), or "" when too little is there.
 
     The longest such start begins at the first place in the text's last len(lit)-1 characters where the
-    phrase's first `shortest` characters are and the rest of the text is how the phrase goes on."""
+    phrase's first `_head` characters are and the rest of the text is how the phrase goes on."""
     tail = text.rstrip()
-    shortest = max(MIN_CUT_PHRASE, len(lit) // 3)
-    head = lit[:shortest]
+    head = _head(lit)
     j = tail.find(head, max(0, len(tail) - len(lit) + 1)) if lit else -1
-    while j != -1 and len(tail) - j >= shortest:
+    while j != -1 and len(tail) - j >= len(head):
         if lit.startswith(tail[j:]):
             return tail[j:]
         j = tail.find(head, j + 1)
     return ""
+
+
+def _head(lit: str) -> str:
+    """The least of a phrase a cut-off text must end with to count (MIN_CUT_PHRASE, or a third of a long phrase)."""
+    return lit[: max(MIN_CUT_PHRASE, len(lit) // 3)]
 
 
 class _Phrase(NamedTuple):
@@ -150,7 +198,8 @@ class _Phrase(NamedTuple):
     weight: float
     lead: str
     required: frozenset[str] | None
-    folded: tuple[str, ...] | None  # the required texts lower-cased
+    folded: frozenset[str] | None  # the required texts lower-cased
+    head: str  # what a text cut inside the phrase ends with at least (`_cut_phrase`)
 
 
 _PHRASES: dict[int, tuple[Rule, tuple[_Phrase, ...]]] = {}
@@ -162,19 +211,48 @@ def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
         phrases = []
         for ind in rule.indicators:
             required = ind._required
-            folded = None if required is None else tuple(t.lower() for t in required)
-            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded))
+            folded = None if required is None else frozenset(t.lower() for t in required)
+            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded, _head(ind.lead)))
         kept = _PHRASES[id(rule)] = (rule, tuple(phrases))
     return kept[1]
 
 
-def indicator_score(rule: Rule, text: str, lowered: str | None = None) -> tuple[float, list[str]]:
+class _Heard(NamedTuple):
+    """What of every rule's phrases one text may hold, found in one pass over the distinct texts (instead of
+    once per phrase of each of fifty rules): the required texts its lower-cased form holds, and the phrase heads
+    its end holds. A phrase with neither can neither be found in it nor be cut off at its end."""
+
+    present: frozenset[str]
+    heads: frozenset[str]
+
+    def may_speak(self, ind: _Phrase) -> bool:
+        return ind.folded is None or not ind.folded.isdisjoint(self.present) or ind.head in self.heads
+
+
+_TEXTS: dict[int, tuple[KnowledgeBase, frozenset[str], frozenset[str], int]] = {}
+
+
+def _heard(kb: KnowledgeBase, text: str, lowered: str) -> _Heard:
+    kept = _TEXTS.get(id(kb))
+    if kept is None or kept[0] is not kb:
+        phrases = [ind for rule in kb.rules for ind in _phrases(rule)]
+        texts = frozenset(t for ind in phrases for t in ind.folded or ())
+        heads = frozenset(ind.head for ind in phrases)
+        kept = _TEXTS[id(kb)] = (kb, texts, heads, max((len(ind.lead) for ind in phrases), default=0))
+    _, texts, heads, longest = kept
+    end = text.rstrip()[-longest:] if longest else ""
+    return _Heard(frozenset(t for t in texts if t in lowered), frozenset(h for h in heads if h in end))
+
+
+def indicator_score(rule: Rule, text: str, lowered: str | None = None, heard: _Heard | None = None) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
-    their letters' case; `lowered` is the text lower-cased, when the caller has it);
-    a phrase the text ends in the middle of counts in proportion to how much of it is there."""
+    their letters' case; `lowered` is the text lower-cased and `heard` what it may hold, when the caller has
+    them); a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
     lowered = text.lower() if lowered is None else lowered
     for ind in _phrases(rule):
+        if heard is not None and not heard.may_speak(ind):
+            continue
         m = _rx(ind.pattern).search(text) if may_hold(ind.required, text) else None
         if m is None and (ind.folded is None or any(t in lowered for t in ind.folded)):
             m = _rx("(?i)" + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
@@ -194,10 +272,11 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
     lowered = text.lower()
+    heard = _heard(kb, text, lowered)
     for rule in kb.rules:
-        if not rule.indicators:
+        if not any(heard.may_speak(ind) for ind in _phrases(rule)):
             continue
-        score, found = indicator_score(rule, text, lowered)
+        score, found = indicator_score(rule, text, lowered, heard)
         if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
             best = (score, rule.priority, rule, found)
     if best is None:
