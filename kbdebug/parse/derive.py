@@ -30,6 +30,9 @@ from kbdebug.parse.grammar import COMMON, directive, files, folder, names, parse
 T = TypeVar("T")
 
 
+_ALL_ANCHORS = phrases.LiteralSets()
+
+
 class Anchors:
     """Where a line may hold the start of one of a grammar's templates, derived from the grammar itself.
 
@@ -42,9 +45,14 @@ class Anchors:
     def __init__(self, direct: list[str], after: dict[str, bool]) -> None:
         self.direct = phrases.literal_finder(direct)
         self.after = after  # fixed text -> the free-form token before it may hold spaces
+        self.number = _ALL_ANCHORS.add([*direct, *after])
 
     def starts(self, text: str, limit: int = 4) -> list[int]:
         """Offsets where a template may start in `text`, first first (at most `limit`)."""
+        if self.number is not None:  # every format asks of each line: one pass tells which may start there
+            hits = _ALL_ANCHORS.hits(text)
+            if hits is not None and self.number not in hits:
+                return []
         found: set[int] = set()
         for m in self.direct.finditer(text):
             found.add(m.start())
