@@ -142,7 +142,7 @@ class Scanner:
             i = first(buf, lo, hi)[0][0]
             if i < 0:
                 return
-            # the line's start: past the last \n since where this search began (the line before was read), else looked up
+            # the line's start: past the last \n since the previous hit line (when within LONG_LINE), else _line_start's
             ls = buf.rfind(b"\n", lo - 1 if lo else 0, i) + 1 if i - lo < LONG_LINE else 0
             if not ls:
                 ls = _line_start(buf, i)
