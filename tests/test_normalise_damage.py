@@ -1,7 +1,7 @@
 """The damage real pastes suffer, one family per test (own fixtures, modelled on the messages' real shapes): a
 condition hard-wrapped before its comparison, a message wrapped on the space between two words, an OOM or NCCL
-line alone among training output, an error line printed right under a warning. Each keeps what the undamaged
-text says: its rule, its facts and its signature."""
+line alone among training output, an error line printed right under a warning, a user's note after THC's location.
+Each keeps what the undamaged text says: its rule, its facts and its signature."""
 
 from __future__ import annotations
 
@@ -142,3 +142,17 @@ def test_a_warnings_second_line_is_still_its_message() -> None:
     second = "Please set num_workers to at most 8 to avoid slowness or freezes.\n"
     (warning,) = [r for r in parse_text(WARNING + second) if r.kind == "exception"]
     assert warning.message.endswith(second.strip())
+
+
+def test_a_users_note_after_thcs_location_leaves_the_error_and_its_location() -> None:
+    """THC's errors end at `at FILE:LINE`; a note the user typed after it (`# torch 1.4`) is not part of them."""
+    cublas = "RuntimeError: cublas runtime error : an internal operation failed at /pytorch/aten/src/THC/THCBlas.cu:120"
+    legacy = "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/THCTensorMath.cu:26"
+    for line, rule in ((cublas, "cublas_failure"), (legacy, "async_error_unlocalized")):
+        for note in ("", "   # torch 1.4.0, only on the second GPU", "  <- since the driver update"):
+            root = diagnose_text(line + note + "\n").root
+            assert root is not None and root.rule == rule, note
+            assert (root.facts["kernel_file"], root.facts["kernel_line"]) == (
+                line.rsplit("/", 1)[1].split(":")[0],
+                int(line.rsplit(":", 1)[1]),
+            )
