@@ -385,8 +385,9 @@ def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[in
     return shared, lone
 
 
-# a condition's operator (`idx_dim` + `>= 0 && ...`): a wrapped expression goes on with one, no line of its own starts so
-_OPERATOR_HEAD = re.compile(r"^(?:[<>=!]=|&&|\|\|)")
+# a condition's operator and its space (`idx_dim` + `>= 0 && ...`): a wrapped expression goes on with one, no line
+# of its own starts so (valgrind's `==4242==` is no operator)
+_OPERATOR_HEAD = re.compile(r"^(?:[<>=!]=|&&|\|\|)\s")
 
 
 def _cut_inside(text: str, follow: str) -> bool:

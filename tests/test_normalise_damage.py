@@ -73,10 +73,12 @@ def test_a_message_wrapped_on_the_space_between_two_words_is_rejoined() -> None:
 
 def test_an_80_column_row_of_its_own_before_a_capitalised_line_is_no_wrap() -> None:
     """A row that ends after a space is joined only to what continues a sentence or an expression: a
-    capitalised line after it is a line of its own."""
+    capitalised line after it is a line of its own, and so is a valgrind line after a row that ends a word."""
     row = "Epoch 12 finished: loss 0.3121 val_loss 0.2950 best 0.2810 lr 1.0e-04 grad 0.81 "
     assert len(row) == 80
     assert texts(row + "\nSaving checkpoint to ckpt/last.pt\n") == [row, "Saving checkpoint to ckpt/last.pt"]
+    whole = row[:-1] + "1"
+    assert texts(whole + "\n==4242== Invalid read of size 4\n") == [whole, "==4242== Invalid read of size 4"]
 
 
 NOISE = (
