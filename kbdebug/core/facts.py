@@ -375,8 +375,10 @@ def declarations() -> dict[str, tuple[Any, Fact]]:
     return out
 
 
+@cache
 def declared_by(*producers: str) -> frozenset[str]:
-    """The facts any of `producers` makes (a record kind also makes those every record makes: `records`)."""
+    """The facts any of `producers` makes (a record kind also makes those every record makes: `records`).
+    Kept once asked: each of a rule's matches asks it when the rule is validated."""
     wanted = set(producers)
     if wanted & set(get_args(Producer)) - {"live", "match", "caller", "context", "guard", "kbdebug"}:
         wanted.add("records")

@@ -130,7 +130,7 @@ def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
     if kept is None or kept[0] is not rule:
         phrases = []
         for ind in rule.indicators:
-            required = ind._required
+            required = ind.required
             folded = None if required is None else tuple(t.lower() for t in required)
             phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded))
         kept = _PHRASES[id(rule)] = (rule, tuple(phrases))

@@ -232,6 +232,18 @@ def _pick(candidates: list[frozenset[str] | None]) -> frozenset[str] | None:
 
 
 @cache
+def templates(name: str, rule: str = "start") -> frozenset[str]:
+    """The rules that are alternatives of `start` (the templates, or line kinds, of a grammar), or of `rule`.
+    Every reader's transformer asks it of its grammar: shipped, so that a line its LALR reader reads (a frame,
+    a CUDA error's hint) never needs the grammar's Earley parser built to tell what kind of line it was."""
+    return _derived(name, f"templates-{rule}", lambda: _templates(parser(name), rule))
+
+
+def _templates(grammar: Lark, rule: str) -> frozenset[str]:
+    return frozenset(s.name for r in grammar.rules if r.origin.name == rule for s in r.expansion if not s.is_term)
+
+
+@cache
 def anchors(name: str, *only: str) -> Anchors:
     """Where a template of grammar `name` (or only one of the templates `only`) may start in a line."""
     direct, after = _derived(name, _anchors_key(only), lambda: _AnchorReader(parser(name)).read(only or None))
@@ -337,6 +349,7 @@ def packaged_readings() -> dict[Path, dict[str, Any]]:
             "line_start": _line_start(grammar),
             "texts": _required_texts(grammar),
             "needles": _needles(name),
+            "templates-start": _templates(grammar, "start"),
         }
         kinds = directive(source(name), "own line")
         if kinds:
@@ -348,7 +361,11 @@ def packaged_readings() -> dict[Path, dict[str, Any]]:
 
 def parse_in(name: str, text: str) -> Tree | None:
     """`text` read as a line of grammar `name`: whole (a prefix such as the exception type is part of
-    the record), else from each place in it where one of the grammar's templates may start."""
+    the record), else from each place in it where one of the grammar's templates may start. A text that
+    holds none of the texts every line of some kind holds is of no kind of the grammar: it is not parsed
+    (a CUDA error's own text read again for a library's status would build the Earley parser to say no)."""
+    if not _may_be_line(name, text):
+        return None
     for start in dict.fromkeys([0, *anchors(name).starts(text)]):
         tree = parse(name, text[start:])
         if tree is not None:
@@ -359,6 +376,16 @@ def parse_in(name: str, text: str) -> Tree | None:
 @cache
 def _texts_of(name: str) -> frozenset[str]:
     return frozenset(t for texts in required_texts(name).values() if texts for t in texts)
+
+
+@cache
+def _free_form(name: str) -> bool:
+    """Whether a line kind of grammar `name` may hold no fixed text at all (then any text may be one)."""
+    return any(texts is None for texts in required_texts(name).values())
+
+
+def _may_be_line(name: str, text: str) -> bool:
+    return _free_form(name) or may_hold(name, text)
 
 
 def may_hold(name: str, text: str) -> bool:

@@ -145,10 +145,3 @@ def first_alt(tree: Tree) -> Tree:
         if isinstance(child, Tree):
             return child
     return tree
-
-
-@cache
-def templates(name: str, rule: str = "start") -> frozenset[str]:
-    """The rules that are alternatives of `start` (the templates, or line kinds, of a grammar), or of `rule`."""
-    grammar = parser(name)
-    return frozenset(s.name for r in grammar.rules if r.origin.name == rule for s in r.expansion if not s.is_term)

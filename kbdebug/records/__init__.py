@@ -411,8 +411,10 @@ def record_kinds() -> tuple[str, ...]:
     return tuple(record_classes())
 
 
+@cache
 def record_field_names(kind: str) -> frozenset[str]:
-    """What a rule's match may read off a record of `kind`: its fields and its properties (`folded_message`)."""
+    """What a rule's match may read off a record of `kind`: its fields and its properties (`folded_message`).
+    Kept once asked: each of a rule's matches asks it when the rule is validated."""
     cls = record_classes()[kind]
     props = {
         name
