@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from lark.exceptions import LarkError
 
 from kbdebug._resources import data_dir
-from kbdebug.parse import derive, packaged
+from kbdebug.parse import derive, grammar, packaged, parser_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,6 +114,7 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
         "kbdebug/grammars/_common.lark",
         "kbdebug/grammars/traceback/traceback.lark",
         "kbdebug/grammars/traceback/derived.json",
+        "kbdebug/grammars/kernel_assert/parsers.json",
         "kbdebug/cli/app.py",
     } <= names
     assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
@@ -138,3 +140,66 @@ def test_editing_the_deriving_code_s_text_keeps_the_shipped_readings(tmp_path: P
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "KBDEBUG_NO_CACHE": "1"}
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+SHIPPED_TABLES = r"""
+import json
+from kbdebug.parse.grammar import shipped_tables
+stale = [str(path) for path, tables in shipped_tables().items() if not path.is_file() or json.loads(path.read_text(encoding="utf-8")) != tables]
+print("STALE", *stale)
+"""
+
+
+def test_the_shipped_lalr_tables_are_those_of_the_grammars_now() -> None:
+    """Every LALR parser the code asks for is shipped in its format folder's parsers.json, built from the grammar's
+    text as it is now (`python -m kbdebug.parse` writes them), and no folder ships tables nothing asks for."""
+    env = {**os.environ, "KBDEBUG_NO_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", SHIPPED_TABLES], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("STALE")), None)
+    assert line == "STALE", f"{out.stderr[-2000:]}{line}: run `python -m kbdebug.parse` and commit them"
+    asked = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SHIPPED_TABLES.replace('print("STALE", *stale)', "print('FILES', *sorted(str(p) for p in shipped_tables()))"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    files = next(ln for ln in asked.stdout.splitlines() if ln.startswith("FILES")).split()[1:]
+    assert sorted(str(p) for p in data_dir("grammars").glob(f"*/{parser_cache.SHIPPED}")) == files
+    assert str(data_dir("grammars") / "kernel_assert" / parser_cache.SHIPPED) in files
+
+
+ASSERT_LINE = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:103: k: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0` failed."
+
+
+def test_an_edited_grammar_is_built_not_read_from_the_shipped_tables() -> None:
+    text, common = grammar.source("kernel_assert"), grammar.source(grammar.COMMON)
+    where = grammar.folder("kernel_assert")
+    assert parser_cache.shipped(where, "kernel_assert:start", parser_cache.table_key(text, common)) is not None
+    edited = text.replace("/\\s*Assertion\\s*/", "/\\s*Assert1on\\s*/")
+    assert edited != text
+    assert parser_cache.shipped(where, "kernel_assert:start", parser_cache.table_key(edited, common)) is None
+    assert grammar.lalr(text, "start", "kernel_assert").parse(ASSERT_LINE) is not None
+    with pytest.raises(LarkError):  # the edit is what the parser reads: the shipped tables are not used
+        grammar.lalr(edited, "start", "kernel_assert").parse(ASSERT_LINE)
+    assert grammar.lalr(edited, "start", "kernel_assert").parse(ASSERT_LINE.replace("Assertion", "Assert1on")) is not None
+
+
+def test_a_shipped_parser_reads_as_a_built_one_and_a_damaged_file_costs_only_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    text, common = grammar.source("kernel_assert"), grammar.source(grammar.COMMON)
+    where, key = grammar.folder("kernel_assert"), parser_cache.table_key(text, common)
+    shipped = parser_cache.shipped(where, "kernel_assert:start", key)
+    assert shipped is not None and shipped.parse(ASSERT_LINE) == grammar._build_lalr(text, "start").parse(ASSERT_LINE)
+    for damaged in (
+        {"kernel_assert:start": {"key": key, "tables": {"data": 3}}},
+        {"kernel_assert:start": []},
+        {"kernel_assert:start": {"key": key}},
+    ):
+        monkeypatch.setattr(parser_cache, "shipped_file", lambda _folder, damaged=damaged: damaged)
+        assert parser_cache.shipped(where, "kernel_assert:start", key) is None
+        assert grammar.lalr(text, "start", "kernel_assert").parse(ASSERT_LINE) is not None
