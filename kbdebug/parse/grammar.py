@@ -129,10 +129,9 @@ def fast_parser(name: str) -> Lark | None:
         return None
     fast = f"{text}\n{FAST}: {' | '.join(kinds)}\n"
     key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{fast}|{source(COMMON)}".encode()).hexdigest()[:20]
-    paths = [str(data_dir("grammars"))]
 
     def build_fast() -> Lark:
-        return Lark(fast, parser="lalr", start=FAST, import_paths=paths)
+        return lalr(fast, FAST, name)
 
     return cached(f"{name}-fast", key, Lark, build_fast, parser_cache.dumps, lambda data: parser_cache.loads(data, True))
 
