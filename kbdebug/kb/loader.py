@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
+from kbdebug.kb import shipped
 from kbdebug.kb.layout import LayoutError, is_folder_rule, rule_data, rule_files, rule_paths
 from kbdebug.kb.model import BUNDLED, Rule
 
@@ -74,24 +75,17 @@ def read_rule_data(path: Path, data: bytes | None = None, bundled: bool = False)
     pattern compiled and timed by tests/test_patterns.py, before a release); what the model checks besides (the
     record kinds, fields, facts) is checked all the same.
     """
-    try:  # only when a rule file is read: a cached knowledge base never needs it
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
-        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-
     try:
-        text = (path.read_bytes() if data is None else data).decode("utf-8")
-        parsed = tomllib.loads(text)
+        raw = path.read_bytes() if data is None else data
     except OSError as exc:
         return None, [f"{path}: cannot read: {exc.strerror or exc}"], {}
-    except UnicodeDecodeError as exc:
-        return None, [f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"], {}
-    except tomllib.TOMLDecodeError as exc:
-        return None, [f"{path}: not valid TOML: {exc}"], {}
-    try:
-        parsed = rule_data(path, parsed)
-    except LayoutError as exc:
-        return None, [str(exc)], parsed
+    shipped_data = shipped.read(path, raw) if bundled and is_folder_rule(path) else None
+    if shipped_data is not None:  # a bundled rule folder as its files were read before it was shipped
+        parsed = shipped_data
+    else:
+        parsed, problem = _read_files(path, raw)
+        if problem is not None:
+            return None, [problem], parsed
     rule = None
     try:
         rule = Rule.model_validate(parsed, context={BUNDLED: bundled})
@@ -103,6 +97,25 @@ def read_rule_data(path: Path, data: bytes | None = None, bundled: bool = False)
     if not bundled:
         problems += [f"{path}: {where}: {problem}" for where, problem in template_syntax_errors(parsed)]
     return (rule if not problems else None), problems, parsed
+
+
+def _read_files(path: Path, raw: bytes) -> tuple[dict[str, Any], str | None]:
+    """A rule's data read from its files (kbdebug.kb.layout.rule_data), and the problem found, if any."""
+    try:  # only when a rule file is read: a cached or shipped knowledge base never needs it
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
+        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+    try:
+        parsed = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return {}, f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+    except tomllib.TOMLDecodeError as exc:
+        return {}, f"{path}: not valid TOML: {exc}"
+    try:
+        return rule_data(path, parsed), None
+    except LayoutError as exc:
+        return parsed, str(exc)
 
 
 def validation_lines(exc: ValidationError) -> list[str]:
