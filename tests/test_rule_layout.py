@@ -194,3 +194,16 @@ def test_an_edited_bundled_rule_is_read_from_its_files(tmp_path: Path, monkeypat
     )
     assert shipped.read(path, toml) is None
     assert loader.load_rule(path, toml, bundled=True).title == loader.load_rule(path, toml).title
+
+
+def test_a_pattern_s_texts_are_shipped_by_the_pattern_itself() -> None:
+    """The texts every match of a bundled pattern holds travel in knowledge/rules.json, keyed by the pattern: an
+    edited or a user's pattern is read off the pattern itself."""
+    from kbdebug.core import phrases
+    from kbdebug.kb import shipped
+
+    bundled = next(rule for rule in load_kb().rules if rule.indicators)
+    pattern = bundled.indicators[0].pattern
+    assert pattern in shipped._texts() and shipped.required_texts(pattern) == phrases.required_texts(pattern)
+    mine = r"my own (?:wording|phrase) of \d+ things"
+    assert mine not in shipped._texts() and shipped.required_texts(mine) == frozenset({"my own wording of ", "my own phrase of "})

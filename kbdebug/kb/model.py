@@ -9,9 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, 
 from pydantic_core import PydanticCustomError
 
 from kbdebug.core.facts import declared_by
-from kbdebug.core.phrases import canonical_text, may_hold, required_texts
+from kbdebug.core.phrases import canonical_text, may_hold
 from kbdebug.kb.layout import read_examples
 from kbdebug.kb.patterns import check_pattern
+from kbdebug.kb.shipped import required_texts
 from kbdebug.records import record_field_names, record_kinds
 
 # A cached knowledge base is only unpickled, never validated, so a rule model's schema is built only

@@ -1,4 +1,5 @@
-"""The bundled rules as read from their files, shipped beside them in `knowledge/rules.json`.
+"""The bundled rules as read from their files, shipped beside them in `knowledge/rules.json`, with the texts
+every match of each of their patterns holds.
 
 Reading a rule folder is parsing its TOML and splitting its guide into sections: some 20 ms for the bundled
 rules (tomllib is pure Python, and importing it is a third of that), paid by every run without a cache (a
@@ -18,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from kbdebug._resources import data_dir
+from kbdebug.core import phrases
 from kbdebug.kb.layout import GUIDE_FILE, rule_data, rule_paths
 
 FILE = "rules.json"
-# What the file's data is: raise it when kbdebug.kb.layout reads a rule folder into other data.
-LAYOUT = "layout-1"
+# What the file's data is: raise it when kbdebug.kb.layout reads a rule folder into other data, or
+# kbdebug.core.phrases.required_texts reads other texts off a pattern.
+LAYOUT = "layout-2"
 
 
 def digest(toml: bytes, guide: bytes) -> str:
@@ -32,14 +35,35 @@ def digest(toml: bytes, guide: bytes) -> str:
 
 
 @cache
-def _shipped() -> dict[str, Any]:
+def _shipped_file() -> dict[str, Any]:
     try:
         data = json.loads((data_dir("knowledge") / FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if not isinstance(data, dict) or data.get("layout") != LAYOUT or not isinstance(data.get("rules"), dict):
+    return data if isinstance(data, dict) and data.get("layout") == LAYOUT else {}
+
+
+def _shipped() -> dict[str, Any]:
+    rules = _shipped_file().get("rules")
+    return rules if isinstance(rules, dict) else {}
+
+
+@cache
+def _texts() -> dict[str, frozenset[str] | None]:
+    texts = _shipped_file().get("texts")
+    if not isinstance(texts, dict):
         return {}
-    return data["rules"]  # type: ignore[no-any-return]
+    try:
+        return {str(p): None if t is None else frozenset(map(str, t)) for p, t in texts.items()}
+    except TypeError:
+        return {}
+
+
+def required_texts(pattern: str) -> frozenset[str] | None:
+    """kbdebug.core.phrases.required_texts of a pattern: shipped for every bundled rule's patterns (keyed by the
+    pattern itself, so a new or edited one is read off the pattern), a fifth of a cold start's matching."""
+    texts = _texts()
+    return texts[pattern] if pattern in texts else phrases.required_texts(pattern)
 
 
 def read(path: Path, toml: bytes) -> dict[str, Any] | None:
@@ -64,8 +88,13 @@ def snapshot() -> dict[str, Any]:
         import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
 
     rules: dict[str, Any] = {}
+    patterns: set[str] = set()
     for path in rule_paths(data_dir("knowledge")):
         toml = path.read_bytes()
         data = rule_data(path, tomllib.loads(toml.decode("utf-8")))
         rules[path.parent.name] = {"hash": digest(toml, (path.parent / GUIDE_FILE).read_bytes()), "data": data}
-    return {"layout": LAYOUT, "rules": rules}
+        for m in data.get("match", []):
+            patterns.update(m.get("fields", {}).values(), m.get("absent", {}).values())
+        patterns.update(ind["pattern"] for ind in data.get("indicators", []))
+    texts = {p: None if (t := phrases.required_texts(p)) is None else sorted(t) for p in sorted(patterns)}
+    return {"layout": LAYOUT, "rules": rules, "texts": texts}

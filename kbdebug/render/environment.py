@@ -21,6 +21,7 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        optimized=False,  # constant folding at compile time: a quarter of compiling a template, for no constant to fold
     )
     env.filters["md_inline"] = _md_inline
     env.filters["md_code"] = md_code
