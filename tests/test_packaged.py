@@ -115,6 +115,8 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
         "kbdebug/grammars/traceback/traceback.lark",
         "kbdebug/grammars/traceback/derived.json",
         "kbdebug/grammars/kernel_assert/parsers.json",
+        "kbdebug/knowledge/rules.json",
+        "kbdebug/render/templates/compiled.json",
         "kbdebug/cli/app.py",
     } <= names
     assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
@@ -203,3 +205,41 @@ def test_a_shipped_parser_reads_as_a_built_one_and_a_damaged_file_costs_only_the
         monkeypatch.setattr(parser_cache, "shipped_file", lambda _folder, damaged=damaged: damaged)
         assert parser_cache.shipped(where, "kernel_assert:start", key) is None
         assert grammar.lalr(text, "start", "kernel_assert").parse(ASSERT_LINE) is not None
+
+
+def test_the_shipped_report_templates_are_what_jinja_makes_of_them_now() -> None:
+    """kbdebug/render/templates/compiled.json holds the Python jinja2 generates for each report template (`python -m
+    kbdebug.render` writes it), so that a run with no cache does not compile them; a test fails while it is stale."""
+    from kbdebug.core.templating import compiled_templates
+    from kbdebug.render.environment import COMPILED, _env
+
+    env = _env()
+    fresh = compiled_templates(env, sorted(env.list_templates(extensions=["j2"])))
+    assert json.loads(COMPILED.read_text(encoding="utf-8")) == fresh, "run `python -m kbdebug.render` and commit compiled.json"
+
+
+def test_a_shipped_template_is_used_only_for_its_own_text_and_environment(tmp_path: Path) -> None:
+    import jinja2
+
+    from kbdebug.core.templating import ShippedTemplates, compiled_templates
+
+    (tmp_path / "t.j2").write_text("{{ x }} shipped", encoding="utf-8")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False)
+    shipped = tmp_path / "compiled.json"
+    data = compiled_templates(env, ["t.j2"])
+    (entry,) = data["templates"].values()
+    entry["python"] = entry["python"].replace("shipped", "from the shipped file")
+    shipped.write_text(json.dumps(data), encoding="utf-8")
+    env.bytecode_cache = ShippedTemplates(None, shipped, env)
+    assert env.get_template("t.j2").render(x=1) == "1 from the shipped file"  # the shipped code is what runs
+    (tmp_path / "t.j2").write_text("{{ x }} edited", encoding="utf-8")
+    env.cache.clear()
+    assert env.get_template("t.j2").render(x=1) == "1 edited"  # another text: compiled from the template
+    other = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False, trim_blocks=True)
+    (tmp_path / "t.j2").write_text("{{ x }} shipped", encoding="utf-8")
+    other.bytecode_cache = ShippedTemplates(None, shipped, other)
+    assert other.get_template("t.j2").render(x=1) == "1 shipped"  # another environment: compiled from the template
+    shipped.write_text("{not json", encoding="utf-8")
+    damaged = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False)
+    damaged.bytecode_cache = ShippedTemplates(None, shipped, damaged)
+    assert damaged.get_template("t.j2").render(x=1) == "1 shipped"
