@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import may_hold
-from kbdebug.parse.grammar import parse
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, read_at
 from kbdebug.records import CudaError
 

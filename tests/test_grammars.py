@@ -3,6 +3,7 @@ alternative of its `start` rule; and what the readers make of whole excerpts."""
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import re
 
@@ -12,7 +13,8 @@ from lark import Tree
 from lark.exceptions import LarkError
 
 from kbdebug.parse.derive import templates
-from kbdebug.parse.grammar import build, directive, fast_parser, files, first_alt, names, parse, parser, source
+from kbdebug.parse.grammar import build, directive, fast_parser, files, first_alt, names, parser, source
+from kbdebug.parse.lines import parse
 from kbdebug.parse.parser_cache import Literal, dumps, terminal
 from kbdebug.parse.registry import formats
 
@@ -281,14 +283,17 @@ def _example_lines() -> list[str]:
 @pytest.mark.parametrize("grammar", [g for g in names() if fast_parser(g) is not None])
 def test_lalr_first_reads_each_line_as_earley_does(grammar: str) -> None:
     """A grammar's `// lalr first:` kinds are read by an LALR parser before the Earley one: wherever the LALR
-    parser reads a line (a case, a line of a rule example), its reading gives the fields the Earley parser's does."""
+    parser reads a line (a case, a line of a rule example, or the rest of one from where an anchor says a
+    template may start, as the readers feed them), its reading gives the fields the Earley parser's does."""
+    from kbdebug.parse.derive import anchors
     from kbdebug.parse.fields import FieldTransformer
 
     (transformer,) = [t for t in FieldTransformer.__subclasses__() if t.grammar == grammar]
     fast, earley = fast_parser(grammar), parser(grammar)
     assert fast is not None
     read = 0
-    for line in [text for g, _, text in CASES if g == grammar] + _example_lines():
+    whole = [text for g, _, text in CASES if g == grammar] + _example_lines()
+    for line in dict.fromkeys(whole + [text[start:] for text in whole for start in anchors(grammar).starts(text)]):
         try:
             tree = Tree("start", fast.parse(line.strip()).children)
         except LarkError:
@@ -297,3 +302,43 @@ def test_lalr_first_reads_each_line_as_earley_does(grammar: str) -> None:
         assert first_alt(tree).data == first_alt(earley.parse(line.strip())).data, line
         assert transformer().transform(tree) == transformer().transform(earley.parse(line.strip())), line
     assert read  # the LALR parser reads some of them: the kinds it lists are its own
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "expected"),
+    [
+        ("Expected all tensors to be on the same device, but found at least two devices, cuda:1 and cuda:0!", "device_b", "cuda:0"),
+        (
+            "Expected all tensors to be on the same device, but got index is on cpu, different from other tensors on cuda:0 "
+            "(when checking argument in method wrapper_CUDA__index_select)",
+            "device_b",
+            "cuda:0",
+        ),
+        (
+            "The current PyTorch install supports CUDA capabilities sm_37 sm_50 compute_37.",
+            "supported_archs",
+            ["sm_37", "sm_50", "compute_37"],
+        ),
+        (
+            "Error detected in torch::autograd::CopySlices. Traceback of forward call that caused the error:",
+            "backward_function",
+            "torch::autograd::CopySlices",
+        ),
+        ("Error detected in MmBackward0.", "backward_function", "MmBackward0"),
+    ],
+)
+def test_a_message_value_is_read_whole_by_both_parsers(text: str, key: str, expected: object) -> None:
+    """A value ends where its token does, not where the rest of the line could begin: `cuda:0` is one device (not
+    `cuda` and a REST of `:0`), a build's list of architectures is all of them, a node's name stops before the
+    sentence's full stop. The LALR reader, where it reads the line, reads it as the Earley parser does."""
+    from kbdebug.parse.lines import parse
+    from kbdebug.parse.readers.messages import MessageTree
+
+    fast = fast_parser("messages")
+    assert fast is not None
+    trees = [parser("messages").parse(text), parse("messages", text)]
+    with contextlib.suppress(LarkError):  # `cuda:0!` ending the line: the LALR reader takes `!` for the argument form's
+        trees.append(fast.parse(text))
+    for tree in trees:
+        assert tree is not None
+        assert MessageTree().transform(tree)["values"][key] == expected

@@ -32,6 +32,7 @@ from kbdebug.parse.registry import defined_in
 from kbdebug.records import PyException
 
 _RULE = re.compile(r"^[?!]?([a-z][a-z0-9_]*)(?:\.\d+)?\s*:", re.M)
+_ALIASED = re.compile(r"^[?!]?([a-z][a-z0-9_]*)(?:\.\d+)?\s*:[^|\n]*->\s*[a-z][a-z0-9_]*\s*$", re.M)
 _START = re.compile(r"^start\s*:(.*?)(?=^[?!]?[a-z][a-z0-9_]*(?:\.\d+)?\s*:|\Z)", re.M | re.S)
 
 
@@ -58,7 +59,8 @@ def grammar_fields(grammar: str) -> frozenset[str]:
             returns = inspect.get_annotations(method).get("return") if callable(method) else None
             if returns is not None and not str(returns).startswith(("dict", "Dict", "Fields", "Mapping")):
                 built.add(attr)
-    return frozenset(set(_RULE.findall(source)) - templates - built - {"start"})
+    aliased = set(_ALIASED.findall(source))  # `first_operand: MAT1 -> operand_a`: its tree is named operand_a
+    return frozenset(set(_RULE.findall(source)) - templates - built - aliased - {"start"})
 
 
 def _transformers(grammar: str) -> list[type[Transformer]]:

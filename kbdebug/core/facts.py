@@ -239,7 +239,6 @@ class Facts(TypedDict, total=False):
     got_dims: Annotated[int, _f("the dims it got", "message")]
     expected_version: Annotated[int, _f("the version autograd saved a tensor at", "message")]
     version: Annotated[int, _f("the version it found", "message")]
-    first_operand: Annotated[str, _f("the first operand an op names", "message")]
     grad_fn: Annotated[str, _f("the grad_fn a message names", "message")]
     groups: Annotated[int, _f("a convolution's groups", "message")]
     index: Annotated[int, _f("the out-of-range index", "message", "guard")]

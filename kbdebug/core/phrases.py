@@ -179,3 +179,50 @@ def literal_finder(texts: Sequence[str] | Sequence[bytes]) -> Finder:
         return re2.compile(pattern, options)  # type: ignore[no-any-return]
     except Exception:  # no binding here: Python's engine finds the same texts
         return re.compile(pattern)
+
+
+class LiteralSets:
+    """Many sets of fixed texts asked of the same line one after another (each format's anchors, a dozen per
+    line): which sets have a text in the line, found for all of them in one pass (RE2's Set) and kept for that
+    line, so each asker's own search runs only where its set has a hit. A sound filter: a set it says has no
+    hit has none; where RE2 is not installed it says every set may."""
+
+    def __init__(self) -> None:
+        self._patterns: list[str] = []
+        self._set: Any = None
+        self._last: tuple[str, frozenset[int]] | None = None
+
+    def add(self, texts: Sequence[str]) -> int | None:
+        """Register a set of texts; its number, for `hits`. None for a set holding an empty text (or none at
+        all): a search for it finds a start everywhere, so no line can be ruled out for it."""
+        if not texts or not all(texts):
+            return None
+        self._patterns.append("|".join(re.escape(t) for t in texts))
+        self._set, self._last = None, None
+        return len(self._patterns) - 1
+
+    def hits(self, text: str) -> frozenset[int] | None:
+        """The numbers of the sets with a text in `text`; None when all may (no RE2 here)."""
+        last = self._last
+        if last is not None and (last[0] is text or last[0] == text):
+            return last[1]
+        if self._set is None:
+            self._set = self._compile()
+            if self._set is None:
+                return None
+        found = frozenset(self._set.Match(text) or ())  # None where no set has a hit
+        self._last = (text, found)
+        return found
+
+    def _compile(self) -> Any:
+        try:
+            import re2  # type: ignore[import-untyped]
+        except ImportError:  # Python's engine has no set matcher: every asker searches for itself
+            return None
+        options = re2.Options()
+        options.log_errors = False
+        matcher = re2.Set.SearchSet(options)
+        for pattern in self._patterns:
+            matcher.Add(pattern)
+        matcher.Compile()
+        return matcher

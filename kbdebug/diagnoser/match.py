@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any, NamedTuple, cast
 
 from kbdebug.core.facts import Facts, merge
-from kbdebug.core.phrases import may_hold
+from kbdebug.core.phrases import may_hold, texts_score
 from kbdebug.core.stamps import Stamp, earliest
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
@@ -38,18 +38,48 @@ def field_text(rec: Record, name: str) -> str | None:
     return str(obj)
 
 
-def matches(m: Match, rec: Record) -> bool:
+class _Plan(NamedTuple):
+    """A template's field tests as `matches` runs them, read off the model once: (field, texts one of which a
+    match must hold or None, compiled pattern) for the fields it needs and for those it must not find."""
+
+    fields: tuple[tuple[str, frozenset[str] | None, Pattern], ...]
+    absent: tuple[tuple[str, frozenset[str] | None, Pattern], ...]
+
+
+_PLANS: dict[int, tuple[Match, _Plan]] = {}
+
+
+def _plan(m: Match) -> _Plan:
+    kept = _PLANS.get(id(m))
+    if kept is None or kept[0] is not m:
+        needs = m.needs
+        plan = _Plan(
+            tuple((name, needs.get(p), _rx(p)) for name, p in m.fields.items()),
+            tuple((name, needs.get(p), _rx(p)) for name, p in m.absent.items()),
+        )
+        kept = _PLANS[id(m)] = (m, plan)
+    return kept[1]
+
+
+def _found(test: tuple[str, frozenset[str] | None, Pattern], rec: Record, texts: dict[str, str | None]) -> bool | None:
+    """Whether the field's pattern finds a match in the record's field (None: the record has no such field)."""
+    name, needs, rx = test
+    if name not in texts:
+        texts[name] = field_text(rec, name)
+    text = texts[name]
+    if text is None:
+        return None
+    return may_hold(needs, text) and rx.search(text) is not None
+
+
+def matches(m: Match, rec: Record, texts: dict[str, str | None] | None = None) -> bool:
+    """Whether template `m` reads record `rec`: its kind, a match of each field pattern, none of the absent ones.
+    `texts` keeps the record's field texts across the templates tried on it."""
     if m.kind != rec.kind:
         return False
-    for name, pattern in m.fields.items():
-        text = field_text(rec, name)
-        if text is None or not m.may_find(pattern, text) or not _rx(pattern).search(text):
-            return False
-    for name, pattern in m.absent.items():
-        text = field_text(rec, name)
-        if text is not None and m.may_find(pattern, text) and _rx(pattern).search(text):
-            return False
-    return True
+    texts = {} if texts is None else texts
+    plan = _plan(m)
+    return all(_found(test, rec, texts) for test in plan.fields) and not any(_found(test, rec, texts) for test in plan.absent)
 
 
 def captured(m: Match, rec: Record) -> dict[str, str]:
@@ -63,14 +93,58 @@ def captured(m: Match, rec: Record) -> dict[str, str]:
     return out
 
 
+class _KindIndex(NamedTuple):
+    """The templates of one record kind, found by text: each template is listed under the texts one of which its
+    most telling field must hold (`Match.needs`), so a record is tried only against the templates whose text its
+    fields hold, in rule order, and those that need no text. A record of a common kind (an exception) would
+    otherwise be tried against a hundred templates."""
+
+    entries: tuple[tuple[Rule, Match], ...]
+    always: frozenset[int]
+    keyed: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...]  # field -> (text, templates)
+
+
+_KINDS: dict[tuple[int, str], tuple[KnowledgeBase, _KindIndex]] = {}
+
+
+def _kind_index(kb: KnowledgeBase, kind: str) -> _KindIndex:
+    kept = _KINDS.get((id(kb), kind))
+    if kept is None or kept[0] is not kb:
+        entries = tuple(kb.templates_of(kind))
+        always: set[int] = set()
+        keyed: dict[str, dict[str, list[int]]] = {}
+        for i, (_, m) in enumerate(entries):
+            tests = [(name, needs) for name, needs, _ in _plan(m).fields if needs]
+            if not tests:
+                always.add(i)
+                continue
+            name, needs = max(tests, key=lambda test: texts_score(test[1]))
+            for text in needs:
+                keyed.setdefault(name, {}).setdefault(text, []).append(i)
+        index = _KindIndex(
+            entries, frozenset(always), tuple((name, tuple((t, tuple(ix)) for t, ix in by.items())) for name, by in keyed.items())
+        )
+        kept = _KINDS[(id(kb), kind)] = (kb, index)
+    return kept[1]
+
+
 def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     best: tuple[int, float, Rule, Match] | None = None
-    for rule in kb.rules:
-        for m in rule.match:
-            if matches(m, rec):
-                cand = (_priority(rule, m), m.confidence, rule, m)
-                if best is None or cand[:2] > best[:2]:
-                    best = cand
+    texts: dict[str, str | None] = {}
+    index = _kind_index(kb, rec.kind)
+    tried = set(index.always)
+    for name, by_text in index.keyed:
+        text = texts[name] = field_text(rec, name)
+        if text is not None:
+            for needed, templates in by_text:
+                if needed in text:
+                    tried.update(templates)
+    for i in sorted(tried):
+        rule, m = index.entries[i]
+        if matches(m, rec, texts):
+            cand = (_priority(rule, m), m.confidence, rule, m)
+            if best is None or cand[:2] > best[:2]:
+                best = cand
     if best is None or ("fallback" in best[2].tags and not best[3].settles):
         inferred = infer_rule(rec, kb)
         if inferred is not None:
@@ -99,16 +173,21 @@ MIN_CUT_PHRASE = 12  # a phrase cut off by the end of the text still counts from
 def _cut_phrase(lit: str, text: str) -> str:
     """The start of the phrase `lit` that the text ends with (a message cut mid-phrase), or "" when too little is there.
 
-    The longest such start begins at the first place in the text's last len(lit)-1 characters where
-    the phrase's first character is and the rest of the text is how the phrase goes on."""
+    The longest such start begins at the first place in the text's last len(lit)-1 characters where the
+    phrase's first `_head` characters are and the rest of the text is how the phrase goes on."""
     tail = text.rstrip()
-    shortest = max(MIN_CUT_PHRASE, len(lit) // 3)
-    j = tail.find(lit[:1], max(0, len(tail) - len(lit) + 1)) if lit else -1
-    while j != -1 and len(tail) - j >= shortest:
+    head = _head(lit)
+    j = tail.find(head, max(0, len(tail) - len(lit) + 1)) if lit else -1
+    while j != -1 and len(tail) - j >= len(head):
         if lit.startswith(tail[j:]):
             return tail[j:]
-        j = tail.find(lit[0], j + 1)
+        j = tail.find(head, j + 1)
     return ""
+
+
+def _head(lit: str) -> str:
+    """The least of a phrase a cut-off text must end with to count (MIN_CUT_PHRASE, or a third of a long phrase)."""
+    return lit[: max(MIN_CUT_PHRASE, len(lit) // 3)]
 
 
 class _Phrase(NamedTuple):
@@ -119,7 +198,8 @@ class _Phrase(NamedTuple):
     weight: float
     lead: str
     required: frozenset[str] | None
-    folded: tuple[str, ...] | None  # the required texts lower-cased
+    folded: frozenset[str] | None  # the required texts lower-cased
+    head: str  # what a text cut inside the phrase ends with at least (`_cut_phrase`)
 
 
 _PHRASES: dict[int, tuple[Rule, tuple[_Phrase, ...]]] = {}
@@ -131,19 +211,48 @@ def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
         phrases = []
         for ind in rule.indicators:
             required = ind.required
-            folded = None if required is None else tuple(t.lower() for t in required)
-            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded))
+            folded = None if required is None else frozenset(t.lower() for t in required)
+            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded, _head(ind.lead)))
         kept = _PHRASES[id(rule)] = (rule, tuple(phrases))
     return kept[1]
 
 
-def indicator_score(rule: Rule, text: str) -> tuple[float, list[str]]:
+class _Heard(NamedTuple):
+    """What of every rule's phrases one text may hold, found in one pass over the distinct texts (instead of
+    once per phrase of each of fifty rules): the required texts its lower-cased form holds, and the phrase heads
+    its end holds. A phrase with neither can neither be found in it nor be cut off at its end."""
+
+    present: frozenset[str]
+    heads: frozenset[str]
+
+    def may_speak(self, ind: _Phrase) -> bool:
+        return ind.folded is None or not ind.folded.isdisjoint(self.present) or ind.head in self.heads
+
+
+_TEXTS: dict[int, tuple[KnowledgeBase, frozenset[str], frozenset[str], int]] = {}
+
+
+def _heard(kb: KnowledgeBase, text: str, lowered: str) -> _Heard:
+    kept = _TEXTS.get(id(kb))
+    if kept is None or kept[0] is not kb:
+        phrases = [ind for rule in kb.rules for ind in _phrases(rule)]
+        texts = frozenset(t for ind in phrases for t in ind.folded or ())
+        heads = frozenset(ind.head for ind in phrases)
+        kept = _TEXTS[id(kb)] = (kb, texts, heads, max((len(ind.lead) for ind in phrases), default=0))
+    _, texts, heads, longest = kept
+    end = text.rstrip()[-longest:] if longest else ""
+    return _Heard(frozenset(t for t in texts if t in lowered), frozenset(h for h in heads if h in end))
+
+
+def indicator_score(rule: Rule, text: str, lowered: str | None = None, heard: _Heard | None = None) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
-    their letters' case);
-    a phrase the text ends in the middle of counts in proportion to how much of it is there."""
+    their letters' case; `lowered` is the text lower-cased and `heard` what it may hold, when the caller has
+    them); a phrase the text ends in the middle of counts in proportion to how much of it is there."""
     miss, found = 1.0, []
-    lowered = text.lower()
+    lowered = text.lower() if lowered is None else lowered
     for ind in _phrases(rule):
+        if heard is not None and not heard.may_speak(ind):
+            continue
         m = _rx(ind.pattern).search(text) if may_hold(ind.required, text) else None
         if m is None and (ind.folded is None or any(t in lowered for t in ind.folded)):
             m = _rx("(?i)" + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
@@ -162,10 +271,12 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     if text is None:
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
+    lowered = text.lower()
+    heard = _heard(kb, text, lowered)
     for rule in kb.rules:
-        if not rule.indicators:
+        if not any(heard.may_speak(ind) for ind in _phrases(rule)):
             continue
-        score, found = indicator_score(rule, text)
+        score, found = indicator_score(rule, text, lowered, heard)
         if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
             best = (score, rule.priority, rule, found)
     if best is None:

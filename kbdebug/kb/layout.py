@@ -18,7 +18,9 @@ for a user's own rule); both forms are read by `rule_data`.
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +43,44 @@ def rule_paths(directory: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.parent.name if p.name == RULE_FILE else p.stem, str(p)))
 
 
+def rule_stamps(directory: Path) -> list[tuple[str, int, int]]:
+    """(file, size, time of change) of every file the rules in `directory` are read from (`rule_paths`, and a
+    folder's guide; a missing guide as -1, -1): what a loaded knowledge base is kept by. A process that
+    diagnoses log after log asks for it each time, so it costs a stat per file: which files there are is read
+    again only when the directory's own time of change says an entry was added, removed or renamed."""
+    out: list[tuple[str, int, int]] = []
+    rule = False
+    for guide, name in _rule_file_names(str(directory), os.stat(directory).st_mtime_ns):
+        if guide and not rule:
+            continue  # a folder without a rule.toml is no rule
+        try:
+            st = os.stat(name)
+        except OSError:
+            rule = False
+            if guide:
+                out.append((name, -1, -1))
+            continue
+        rule = True
+        out.append((name, st.st_size, st.st_mtime_ns))
+    return out
+
+
+@lru_cache(maxsize=32)
+def _rule_file_names(directory: str, mtime_ns: int) -> tuple[tuple[int, str], ...]:
+    """The files a rule in `directory` may be read from, as it was listed at that time of change: (0, a rule
+    file) and, after a folder's rule.toml, (1, its guide)."""
+    names: list[tuple[int, str]] = []
+    with os.scandir(directory) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_dir():
+                names += [(0, f"{entry.path}{os.sep}{RULE_FILE}"), (1, f"{entry.path}{os.sep}{GUIDE_FILE}")]
+            elif entry.name.endswith(".toml") and entry.is_file():
+                names.append((0, entry.path))
+    return tuple(names)
+
+
 def is_folder_rule(path: Path) -> bool:
     return path.name == RULE_FILE
-
-
-def rule_files(path: Path) -> list[Path]:
-    """Every file a rule is read from when it is loaded (its cache key): the TOML, and for a folder its guide.
-    A folder's examples are read when asked for (kbdebug.kb.model.Rule.examples)."""
-    if not is_folder_rule(path):
-        return [path]
-    return [path, path.parent / GUIDE_FILE]
 
 
 def read_guide(text: str, where: Path) -> dict[str, str]:

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 from kbdebug.kb import shipped
-from kbdebug.kb.layout import LayoutError, is_folder_rule, rule_data, rule_files, rule_paths
-from kbdebug.kb.model import BUNDLED, Rule
+from kbdebug.kb.layout import LayoutError, is_folder_rule, rule_data, rule_paths, rule_stamps
+from kbdebug.kb.model import BUNDLED, Match, Rule
 
 
 class RuleFileError(ValueError):
@@ -32,6 +32,18 @@ class KnowledgeBase:
     sources: dict[str, Path] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # one line per broken user rule file
     replaced: list[str] = field(default_factory=list)  # one line per user rule that replaces a bundled one
+    _by_kind: dict[str, list[tuple[Rule, Match]]] | None = field(default=None, repr=False, compare=False)
+
+    def templates_of(self, kind: str) -> list[tuple[Rule, Match]]:
+        """Every rule's templates (`[[match]]`) that read records of `kind`, in rule order: a record is tried
+        against its own kind's, not against all of them (the match stage runs once per record of every log)."""
+        if self._by_kind is None:
+            by_kind: dict[str, list[tuple[Rule, Match]]] = {}
+            for rule in self.rules:
+                for m in rule.match:
+                    by_kind.setdefault(m.kind, []).append((rule, m))
+            self._by_kind = by_kind
+        return self._by_kind.get(kind, [])
 
     def get(self, rule_id: str) -> Rule | None:
         return self.by_id.get(rule_id)
@@ -43,6 +55,7 @@ class KnowledgeBase:
             self.rules.remove(old)
         self.rules.append(rule)
         self.by_id[rule.id] = rule
+        self._by_kind = None
         return old
 
     def tagged(self, rule_id: str, tag: str) -> bool:
@@ -179,7 +192,7 @@ def rule_dirs(extra: list[Path] | None = None) -> list[Path]:
     return dirs
 
 
-_MEMO: dict[str, KnowledgeBase] = {}
+_MEMO: dict[tuple[tuple[str, int, int], ...], KnowledgeBase] = {}
 
 
 def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
@@ -189,24 +202,26 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     result is cached, keyed by the size and time of change of every file a rule is read from (one stat
     each: an edit is seen at once; reading them all for the key cost more than unpickling the result).
     """
-    paths: list[Path] = []
-    for directory in rule_dirs(extra):
-        if not directory.is_dir():
-            raise RuleFileError(f"{directory}: rule directory does not exist")
-        paths += rule_paths(directory)
-    digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
-    for path in paths:
-        for part in rule_files(path):  # a folder's guide is part of the rule
-            try:
-                st = os.stat(part)
-                digest.update(f"\0{part}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-            except OSError:
-                digest.update(f"\0{part}\0missing".encode())  # reported when the rule is read
-    key = digest.hexdigest()[:24]
-    kb = _MEMO.get(key)
+    directories = rule_dirs(extra)
+    stamps: list[tuple[str, int, int]] = []
+    for directory in directories:
+        try:
+            stamps += rule_stamps(directory)
+        except OSError:
+            raise RuleFileError(f"{directory}: rule directory does not exist") from None
+    memo_key = tuple(stamps)  # compared in this process; hashed only for the cache on disk
+    kb = _MEMO.get(memo_key)
     if kb is None:
+        digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
+        for name, size, mtime in stamps:  # a folder's guide is part of the rule
+            digest.update(f"\0{name}\0{size}\0{mtime}".encode())
         bundled = data_dir("knowledge")
-        kb = _MEMO[key] = cached("knowledge", key, KnowledgeBase, lambda: _build(_read(paths), bundled), _settled)
+        paths = [path for directory in directories for path in rule_paths(directory)]
+
+        def build() -> KnowledgeBase:
+            return _build(_read(paths), bundled)
+
+        kb = _MEMO[memo_key] = cached("knowledge", digest.hexdigest()[:24], KnowledgeBase, build, _settled)
         for line in kb.skipped:  # once per process and set of files, not once per diagnosed log
             print(f"kbdebug: warning: rule skipped: {line}", file=sys.stderr)
         for line in kb.replaced:  # allowed (a user's own wording of a cause), never silent

@@ -93,10 +93,17 @@ class Match(BaseModel):
         texts = self._needs[pattern] = required_texts(pattern)
         return texts
 
+    @property
+    def needs(self) -> dict[str, frozenset[str] | None]:
+        """Each of its patterns' texts (None: a match may hold no fixed text), read now where not yet read."""
+        for pattern in (*self.fields.values(), *self.absent.values()):
+            if self._needs is None or pattern not in self._needs:
+                self._read_needs(pattern)
+        return self._needs or {}
+
     def settle(self) -> None:
         """Read every pattern's texts now (before the rules are kept in the cache)."""
-        for pattern in (*self.fields.values(), *self.absent.values()):
-            self.may_find(pattern, "")
+        self.needs  # noqa: B018  # read for its effect
 
     @field_validator("kind")
     @classmethod

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lark import Lark, Tree
+from lark import Lark
 from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
@@ -25,9 +25,12 @@ from kbdebug._cache import cached, code_version
 from kbdebug.core import phrases
 from kbdebug.core.phrases import canonical_text, split_alternatives
 from kbdebug.parse import packaged
-from kbdebug.parse.grammar import COMMON, directive, files, folder, names, parse, parser, source
+from kbdebug.parse.grammar import COMMON, directive, fast_parser, files, folder, names, parser, source
 
 T = TypeVar("T")
+
+
+_ALL_ANCHORS = phrases.LiteralSets()
 
 
 class Anchors:
@@ -42,9 +45,14 @@ class Anchors:
     def __init__(self, direct: list[str], after: dict[str, bool]) -> None:
         self.direct = phrases.literal_finder(direct)
         self.after = after  # fixed text -> the free-form token before it may hold spaces
+        self.number = _ALL_ANCHORS.add([*direct, *after])
 
     def starts(self, text: str, limit: int = 4) -> list[int]:
         """Offsets where a template may start in `text`, first first (at most `limit`)."""
+        if self.number is not None:  # every format asks of each line: one pass tells which may start there
+            hits = _ALL_ANCHORS.hits(text)
+            if hits is not None and self.number not in hits:
+                return []
         found: set[int] = set()
         for m in self.direct.finditer(text):
             found.add(m.start())
@@ -236,7 +244,14 @@ def templates(name: str, rule: str = "start") -> frozenset[str]:
     """The rules that are alternatives of `start` (the templates, or line kinds, of a grammar), or of `rule`.
     Every reader's transformer asks it of its grammar: shipped, so that a line its LALR reader reads (a frame,
     a CUDA error's hint) never needs the grammar's Earley parser built to tell what kind of line it was."""
-    return _derived(name, f"templates-{rule}", lambda: _templates(parser(name), rule))
+    return _derived(name, f"templates-{rule}", lambda: _templates(_rules_of(name), rule))
+
+
+def _rules_of(name: str) -> Lark:
+    """A parser holding grammar `name`'s rules: its LALR reader where that reads the whole grammar (it loads faster)."""
+    whole = directive(source(name), "lalr first") == ["start"]
+    fast = fast_parser(name) if whole else None
+    return fast if fast is not None else parser(name)
 
 
 def _templates(grammar: Lark, rule: str) -> frozenset[str]:
@@ -359,33 +374,11 @@ def packaged_readings() -> dict[Path, dict[str, Any]]:
     return files
 
 
-def parse_in(name: str, text: str) -> Tree | None:
-    """`text` read as a line of grammar `name`: whole (a prefix such as the exception type is part of
-    the record), else from each place in it where one of the grammar's templates may start. A text that
-    holds none of the texts every line of some kind holds is of no kind of the grammar: it is not parsed
-    (a CUDA error's own text read again for a library's status would build the Earley parser to say no)."""
-    if not _may_be_line(name, text):
-        return None
-    for start in dict.fromkeys([0, *anchors(name).starts(text)]):
-        tree = parse(name, text[start:])
-        if tree is not None:
-            return tree
-    return None
-
-
 @cache
-def _texts_of(name: str) -> frozenset[str]:
-    return frozenset(t for texts in required_texts(name).values() if texts for t in texts)
-
-
-@cache
-def _free_form(name: str) -> bool:
-    """Whether a line kind of grammar `name` may hold no fixed text at all (then any text may be one)."""
-    return any(texts is None for texts in required_texts(name).values())
-
-
-def _may_be_line(name: str, text: str) -> bool:
-    return _free_form(name) or may_hold(name, text)
+def _texts_of(name: str) -> frozenset[str] | None:
+    """The texts one of which every line of grammar `name` holds; None when a kind of line needs none."""
+    kinds = required_texts(name).values()
+    return None if any(texts is None for texts in kinds) else frozenset(t for texts in kinds if texts for t in texts)
 
 
 def may_hold(name: str, text: str) -> bool:

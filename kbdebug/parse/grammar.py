@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import lark
 from lark import Lark, Tree
-from lark.exceptions import LarkError
 
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
@@ -119,62 +118,47 @@ FAST = "kbdebug_fast"  # the start rule of a grammar's LALR reader of its fixed 
 
 @cache
 def fast_parser(name: str) -> Lark | None:
-    """An LALR parser of the line kinds an Earley grammar lists as `// lalr first: KIND ...`: kinds of fixed
-    form (a traceback's frame, a message template whole) that an LALR parser reads as the Earley parser does, at
-    a tenth of its cost. A line none of them reads goes to the Earley parser; None when the grammar lists none
-    (tests/test_grammars.py checks both parsers agree on every case and rule example)."""
+    """An LALR parser that reads a line before the grammar's Earley parser does, at a tenth of its cost; None
+    when the grammar's `// lalr first:` lists nothing (tests/test_grammars.py checks both parsers agree on every
+    case and rule example wherever the LALR parser reads the line). A line it cannot read goes to Earley.
+
+    `// lalr first: KIND ...` names line kinds of fixed form (a traceback's frame) that LALR reads whole.
+    `// lalr first: start` reads the whole grammar, templates ending in free text included, with the fixed
+    text lexed before free-form words (`literal_first`): the messages' templates start with fixed text that a
+    free-form token (`OP_NAME`) would otherwise take."""
     text = source(name)
     kinds = directive(text, "lalr first")
     if not kinds or _is_lalr(text):
         return None
-    fast = f"{text}\n{FAST}: {' | '.join(kinds)}\n"
+    if kinds == ["start"]:
+        fast, start = literal_first(text), "start"
+    else:
+        fast, start = f"{text}\n{FAST}: {' | '.join(kinds)}\n", FAST
     key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{fast}|{source(COMMON)}".encode()).hexdigest()[:20]
 
     def build_fast() -> Lark:
-        return lalr(fast, FAST, name)
+        return lalr(fast, start, name)
 
     return cached(f"{name}-fast", key, Lark, build_fast, parser_cache.dumps, lambda data: parser_cache.loads(data, True))
 
 
+_TERMINAL_DEF = re.compile(r"^([A-Z_][A-Z0-9_]*)[ \t]*:", re.M)
+
+
+def literal_first(text: str) -> str:
+    """Grammar `text` for a standard lexer that tries fixed text first: its named terminals a step below the
+    anonymous literals (`The size of tensor a (` before `OP_NAME: /\\S+/`), and the shared REST (whatever follows
+    a template) below them all, so a template is read as far as it goes before the rest of the line is REST."""
+    lowered = _TERMINAL_DEF.sub(r"\1.-1:", text)
+    if not re.search(r"^%import _common\b.*\bREST\b", text, re.M):
+        return lowered
+    rest = re.search(r"^REST:[ \t]*(.+)$", source(COMMON), re.M)
+    assert rest is not None, "grammars/_common.lark defines REST"
+    return f"{lowered}\n%override REST.-2: {rest.group(1)}\n"
+
+
 def _is_lalr(text: str) -> bool:
     return (directive(text, "parser") or [""])[0] == "lalr"
-
-
-MEMO_LINES = 4096  # distinct lines whose readings are kept: a log repeats its warnings and retried errors
-MEMO_CHARS = 4096  # a longer line is parsed each time it is met: keeping it would cost more memory than it saves
-
-
-def parse(name: str, text: str) -> Tree | None:
-    """Parse one line; None when the line is not of this format (never raises).
-
-    A log prints the same lines over and over (a warning every step, a retried error's traceback), and a
-    parse costs a millisecond: each distinct line is parsed once per grammar, and its tree (which no reader
-    changes: they transform it into new values) is handed out again."""
-    text = text.strip()
-    if len(text) > MEMO_CHARS:
-        return _parse(name, text)
-    return _memo_parse(name, text)
-
-
-def _parse(name: str, text: str) -> Tree | None:
-    fast = fast_parser(name)
-    if fast is not None:
-        try:
-            return Tree("start", fast.parse(text).children)  # as the Earley parser's `start` holds it
-        except (LarkError, RecursionError):
-            pass
-    try:
-        return parser(name).parse(text)
-    except (LarkError, RecursionError):
-        return None
-
-
-_memo_parse = lru_cache(maxsize=MEMO_LINES)(_parse)
-
-
-def forget() -> None:
-    """Drop the lines read so far (a benchmark timing a pass over logs it has read before)."""
-    _memo_parse.cache_clear()
 
 
 def first_alt(tree: Tree) -> Tree:

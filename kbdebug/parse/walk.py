@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import own_line
-from kbdebug.parse.grammar import names, parse
+from kbdebug.parse.grammar import names
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader
 from kbdebug.parse.registry import formats
 from kbdebug.records import Frame, Record

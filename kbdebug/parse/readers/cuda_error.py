@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.derive import anchors, parse_in
+from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
+from kbdebug.parse.lines import parse_in
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import CppException, CudaError, Frame, LibraryError
 

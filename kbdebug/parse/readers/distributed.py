@@ -8,8 +8,9 @@ import re
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.derive import anchors, parse_in
+from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, merge
+from kbdebug.parse.lines import parse_in
 from kbdebug.parse.reader import Reader, read_at
 from kbdebug.records import NcclEvent
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer
-from kbdebug.parse.grammar import parse
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import ElasticFailure, Frame
 

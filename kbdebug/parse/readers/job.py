@@ -10,9 +10,9 @@ from typing import Any, Literal
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.derive import may_hold, parse_in
+from kbdebug.parse.derive import may_hold
 from kbdebug.parse.fields import Fields, FieldTransformer
-from kbdebug.parse.grammar import parse
+from kbdebug.parse.lines import parse, parse_in
 from kbdebug.parse.reader import Reader, read_at
 from kbdebug.records import JobEvent, ProcessExit
 from kbdebug.records.job import exit_status, signal_of_status, signal_of_text

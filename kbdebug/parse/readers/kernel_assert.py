@@ -13,7 +13,7 @@ from lark import Token, Tree
 from kbdebug.core.frames import basename
 from kbdebug.normalise import Line
 from kbdebug.parse.fields import Fields, FieldTransformer
-from kbdebug.parse.grammar import parse
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, KernelAssert, Record
 

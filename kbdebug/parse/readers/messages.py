@@ -13,7 +13,7 @@ from kbdebug.core.shapes import flattened_classes
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote, value
-from kbdebug.parse.grammar import parse
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, containing, read_at
 from kbdebug.records import ArchWarning, Frame, PyException, Record, TorchMessage
 from kbdebug.records.job import signal_of_text
@@ -55,7 +55,7 @@ class MessageTree(FieldTransformer):
         return {"tensor_shape": list(children[0])}
 
     def supported_archs(self, children: list[Token]) -> Fields:
-        return {"supported_archs": [str(t) for t in children]}
+        return {"supported_archs": str(children[0]).split()}
 
     grammar = "messages"
 
@@ -67,7 +67,8 @@ class MessageTree(FieldTransformer):
     def _template(self, name: str, children: list[Any]) -> Fields:
         if name == "start":  # the template's fields, and where the template's text ends
             fields = next((c for c in children if isinstance(c, dict)), {})
-            rest = next((str(c) for c in children if isinstance(c, Token) and c.type == "REST"), "")
+            # the space before REST is the lexer's to skip or keep (LALR skips it, Earley keeps it): not the text's
+            rest = next((str(c).lstrip() for c in children if isinstance(c, Token) and c.type == "REST"), "")
             return {**fields, "rest": rest}
         values: Fields = {}
         out: Fields = {"template": name, "values": values, "shapes": []}

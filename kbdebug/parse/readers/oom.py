@@ -5,14 +5,17 @@ from __future__ import annotations
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.derive import may_hold, parse_in
+from kbdebug.parse.derive import may_hold
 from kbdebug.parse.fields import Fields, FieldTransformer
+from kbdebug.parse.lines import parse_in
 from kbdebug.parse.reader import Reader, read_at
 from kbdebug.records import Oom
 
 
 class OomTree(FieldTransformer):
     """oom.lark's tree to an Oom's fields (the grammar names each figure)."""
+
+    grammar = "oom"
 
     def exc_type(self, children: list[Token]) -> Fields:
         return {"exc_type": str(children[0]).split(":")[0].strip()} if children else {}

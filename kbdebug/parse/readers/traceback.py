@@ -13,7 +13,7 @@ from lark import Token
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import line_start
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
-from kbdebug.parse.grammar import parse
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, PyException, Record
 

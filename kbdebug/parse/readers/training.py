@@ -11,7 +11,7 @@ from lark import Token
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import may_hold
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
-from kbdebug.parse.grammar import parse
+from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, NonFiniteLoss, Record
 

@@ -1,0 +1,66 @@
+"""One line read with one grammar: what the readers call, at the least cost that gives the grammar's reading.
+
+An LALR parser reads the line first where the grammar has one (`// lalr first:`, kbdebug.parse.grammar.fast_parser):
+a tenth of Earley's cost. Earley reads what LALR cannot, and only a line that holds one of the texts every line
+of the grammar holds (kbdebug.parse.derive.required_texts): most lines an anchor sent here are none of the
+grammar's, and an Earley parse that fails costs as much as one that succeeds. Each distinct line is read once.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from lark import Tree
+from lark.exceptions import LarkError
+
+from kbdebug.parse.derive import anchors, may_hold
+from kbdebug.parse.grammar import fast_parser, parser
+
+MEMO_LINES = 4096  # distinct lines whose readings are kept: a log repeats its warnings and retried errors
+MEMO_CHARS = 4096  # a longer line is parsed each time it is met: keeping it would cost more memory than it saves
+
+
+def parse(name: str, text: str) -> Tree | None:
+    """Parse one line; None when the line is not of this format (never raises).
+
+    A log prints the same lines over and over (a warning every step, a retried error's traceback), and a
+    parse costs a millisecond: each distinct line is parsed once per grammar, and its tree (which no reader
+    changes: they transform it into new values) is handed out again."""
+    text = text.strip()
+    if len(text) > MEMO_CHARS:
+        return _parse(name, text)
+    return _memo_parse(name, text)
+
+
+def _parse(name: str, text: str) -> Tree | None:
+    fast = fast_parser(name)
+    if fast is not None:
+        try:
+            tree = fast.parse(text)
+            return tree if tree.data == "start" else Tree("start", tree.children)  # as the Earley parser's `start` holds it
+        except (LarkError, RecursionError):
+            pass
+    if not may_hold(name, text):
+        return None
+    try:
+        return parser(name).parse(text)
+    except (LarkError, RecursionError):
+        return None
+
+
+_memo_parse = lru_cache(maxsize=MEMO_LINES)(_parse)
+
+
+def forget() -> None:
+    """Drop the lines read so far (a benchmark timing a pass over logs it has read before)."""
+    _memo_parse.cache_clear()
+
+
+def parse_in(name: str, text: str) -> Tree | None:
+    """`text` read as a line of grammar `name`: whole (a prefix such as the exception type is part of
+    the record), else from each place in it where one of the grammar's templates may start."""
+    for start in dict.fromkeys([0, *anchors(name).starts(text)]):
+        tree = parse(name, text[start:])
+        if tree is not None:
+            return tree
+    return None
