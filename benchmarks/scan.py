@@ -6,7 +6,7 @@ real error block near the end, then times both tools in the same run and prints 
 `real` is the realistic noisy log (warnings every few steps, NCCL and DataLoader warnings, metric lines
 named `*_error`): its target is <= 4x grep, < 150 MB, and the diagnosis of its last 64 KiB alone.
 Two hostile shapes are measured too: a log of `\r` progress redraws that never writes a newline (tqdm in
-a container log) and one endless line without any line end. Peak RSS counts kbdebug and its grep child;
+a container log) and one endless line without any line end. Peak RSS counts kbdebug and any child of it;
 the target is < 150 MB at 1 GB whatever the shape.
 Usage: python benchmarks/scan.py [--sizes 250,1000] [--kinds noisy,real,cr,nonl] (MB)
 """
@@ -177,7 +177,8 @@ def _same_as_tail(path: Path) -> bool:
     with open(path, "rb") as fh:
         fh.seek(max(0, os.path.getsize(path) - 65536))
         data = fh.read()
-    tail.write_bytes(data[data.find(b"\n") + 1 :])
+    # from its first line start: past a \n, or a \r in a log of redraws (its first \n may end the crash's own line)
+    tail.write_bytes(data[min((i for i in (data.find(b"\n"), data.find(b"\r")) if i != -1), default=-1) + 1 :])
     try:
         whole, end = (_incidents(p) for p in (path, tail))
     finally:
@@ -191,6 +192,8 @@ def _incidents(path: Path) -> object:
     def placeless(x: object) -> object:
         if isinstance(x, dict):
             return {k: placeless(v) for k, v in x.items() if k not in ("first_line", "last_line", "source")}
+        if isinstance(x, str):  # a line of \r redraws as a terminal shows it: how many redraws were kept varies
+            return x.rsplit("\r", 1)[-1]
         return [placeless(v) for v in x] if isinstance(x, list) else x
 
     return placeless(json.loads(out.stdout)["incidents"]) if out.stdout.strip() else None
@@ -202,7 +205,7 @@ def _peak_rss(path: Path) -> int:
         "try:\n  runpy.run_module('kbdebug', run_name='__main__')\nexcept SystemExit: pass\n"
         "print(max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
         " resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss), file=sys.stderr)"
-    )  # grep is a child
+    )  # children included
     proc = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return int(proc.stderr.strip().splitlines()[-1])
 

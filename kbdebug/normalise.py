@@ -123,8 +123,9 @@ _TYPE_AT_END = lazy(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
 # Markdown bold as CommonMark reads it: `**` that is not part of a longer run of stars, hugging its text.
 # Slurm's `*** JOB 1 CANCELLED ***` is no bold: a run of three, with spaces inside, stays as the log printed it.
 _BOLD = lazy(r"(?<!\*)\*\*(?=[^*\s])([^*\n]+?)(?<=[^*\s])\*\*(?!\*)")
+# (`-*>`: IPython's `---->` arrow, pytest's `>`; never a condition wrapped before its `>=`)
 _RECORD_START = lazy(
-    r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>"
+    r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>(?!=)"
     rf"|{EXC_NAME}:)|.*{TRACEBACK_HEADER}"
     rf"|^{EXC_NAME}\s*$"  # an exception raised without a message: its type alone
     # a shell's whole line for the job it lost, never the end of a wrapped line: it follows progress bars
@@ -378,19 +379,29 @@ def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[in
     lone = set()
     for w, (first, last) in span.items():
         i = first
-        # an indented traceback line, or a line cut mid-word at the 80 columns of a Windows console or an
+        # an indented traceback line, or a line cut inside (see _cut_inside) at the 80 columns of a Windows console or an
         # e-mail (a log with one long line has one piece of that width: no second one to share it with)
-        if first == last and (lines[i].text[:1].isspace() or (w == CONSOLE_WIDTH and _cut_mid_word(lines[i].text, lines[i + 1].text))):
+        if first == last and (lines[i].text[:1].isspace() or (w == CONSOLE_WIDTH and _cut_inside(lines[i].text, lines[i + 1].text))):
             near = widths[max(0, i - LONE_WRAP_WINDOW) : i + LONE_WRAP_WINDOW]
             if max(near) == w and near.count(w) == 1:
                 lone.add(i)
     return shared, lone
 
 
-def _cut_mid_word(text: str, follow: str) -> bool:
-    """The break falls inside a word or a path (`.../work/tor` + `ch/lib/...`): no line of its own ends and
-    starts so."""
-    return text[-1:].isalnum() and (follow[:1].isalnum() or follow[:1] in "_/.")
+# a condition's operator and its space (`idx_dim` + `>= 0 && ...`): a wrapped expression goes on with one, no line
+# of its own starts so (valgrind's `==4242==` is no operator)
+_OPERATOR_HEAD = lazy(r"^(?:[<>=!]=|&&|\|\|)\s")
+
+
+def _cut_inside(text: str, follow: str) -> bool:
+    """The break falls inside a word or a path (`.../work/tor` + `ch/lib/...`), before an expression's operator,
+    or on the space between two words (the console leaves it at the end of one row or the start of the next):
+    no line of its own ends and starts so."""
+    mid_word = text[-1:].isalnum() and (follow[:1].isalnum() or follow[:1] in "_/.")
+    before_space = text[-1:].strip() and follow[:1] == " " and follow[1:2].strip()
+    # after the space, what goes on is a sentence's or an expression's next word: a capital may start a line of its own
+    after_space = text[-1:] == " " and text[-2:-1].strip() and (follow[:1].islower() or follow[:1].isdigit() or follow[:1] in "'\"([")
+    return bool(mid_word or _OPERATOR_HEAD.match(follow) or before_space or after_space)
 
 
 def _continuation(cur: Line, nxt: Line, head: str) -> str | None:

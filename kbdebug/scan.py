@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import stat
-import subprocess
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from functools import cached_property
+from collections.abc import Callable, Sequence
+from functools import cached_property, partial
 from typing import Any, BinaryIO
 
 from kbdebug.core.phrases import literal_finder
@@ -23,7 +20,9 @@ from kbdebug.normalise import Region, _Raw, normalise
 
 Needles = Callable[[], Sequence[bytes]]  # asked for only when needed: deriving them may build every parser
 
-CHUNK = 1 << 23
+# a read this size is served from memory the allocator keeps; a larger one is mapped afresh and unmapped each time,
+# a page fault per 4 KiB read (a fifth of the scan of a log of progress bars)
+CHUNK = 1 << 20
 BACK = 48 * 1024  # context kept before a hit: a traceback's frames precede its last line
 FWD = 16 * 1024  # context after a hit: DSA hints, C++ frames, sanitizer detail lines
 MAX_REGION = 4 << 20
@@ -54,7 +53,7 @@ class Scanner:
         self._buf = b""
         self._base = 0  # absolute offset of _buf[0]
         self._searched = 0  # absolute offset up to which needles were searched
-        self._open: list[int] | None = None  # [start, end) of the region being collected
+        self._open: list[int] | None = None  # [start, end) of the region being collected, where its first hit line starts
         self._line_pos = 0  # absolute offset whose line number is _line_no
         self._line_no = 1
         self._head: list[_Raw] = []
@@ -120,27 +119,6 @@ class Scanner:
         self._buf = buf[keep_from - base :]
         self._base = keep_from
 
-    def skip_to(self, offset: int, line_no: int) -> None:
-        """Jump ahead to `offset` (a line start whose number is `line_no`): the bytes in between are
-        known to hold no needle, so they are neither read nor searched."""
-        if self._whole is not None:  # not one contiguous input: what was held is searched like the rest
-            held, self._whole = b"".join(self._whole), None
-            self._feed(held)
-        end = self._base + len(self._buf)
-        if offset <= end:
-            return
-        if self._searched < end:
-            self._search(self._buf, self._base, self._searched - self._base, len(self._buf))
-        if self._open:
-            self._open[1] = min(self._open[1], end)
-            self._emit(self._buf, self._base)
-        self.total_bytes += offset - end
-        self._whole = None
-        self._buf = b""
-        self._base = self._searched = self._line_pos = offset
-        self._line_no = line_no
-        self._emitted_to = max(self._emitted_to, offset)
-
     def close(self) -> list[Region]:
         if self._whole is not None:
             return [normalise(_Raw(0, b"".join(self._whole), 1))] if self._whole else []
@@ -156,20 +134,20 @@ class Scanner:
 
     # -- internals -------------------------------------------------------------------------
     def _search(self, buf: bytes, base: int, lo: int, hi: int) -> None:
+        # one pass over the chunk, resumed after each hit line (one hit per line is enough): a search call per line
+        # costs more than the search itself on a log where every step prints a warning
+        first = self._first_needle
         lo = max(lo, 0)
-        hits: list[tuple[int, int]] = []  # (where a needle is, the end of its line or -1)
-        line_end = -1
-        # one pass over the chunk (a search call per line costs more than the search itself on a log where every
-        # step prints a warning); one hit per line is enough
-        for i in self._starts(buf, lo, hi):
-            if i < line_end:
-                continue
-            line_end = buf.find(b"\n", i, hi)
-            hits.append((i, line_end))
-            if line_end == -1:
-                break
-        for i, nl in hits:
-            ls = _line_start(buf, i)
+        while lo < hi:
+            i = first(buf, lo, hi)[0][0]
+            if i < 0:
+                return
+            # the line's start: past the last \n since the previous hit line (when within LONG_LINE), else _line_start's
+            ls = buf.rfind(b"\n", lo - 1 if lo else 0, i) + 1 if i - lo < LONG_LINE else 0
+            if not ls:
+                ls = _line_start(buf, i)
+            nl = buf.find(b"\n", i, hi)
+            lo = hi if nl == -1 else nl + 1
             if nl == -1 or nl - i >= LONG_LINE:
                 le = buf.find(b"\n", i, i + LONG_LINE)
                 if le == -1:
@@ -188,26 +166,24 @@ class Scanner:
             if self._open:
                 self._open[1] = min(self._open[1], base + ls)
                 self._emit(buf, base)
-            self._open = [start, stop]
+            self._open = [start, stop, base + ls]
 
-    def _starts(self, buf: bytes, lo: int, hi: int) -> Iterator[int]:
-        """Where a needle starts in buf[lo:hi], in order. With google-re2, straight from its compiled program:
-        the wrapper builds a match object per hit, as costly as the search on a log of warnings; any other
-        finder through its own `finditer`."""
+    @cached_property
+    def _first_needle(self) -> Callable[[bytes, int, int], Sequence[tuple[int, int]]]:
+        """Where the first needle in buf[lo:hi] starts and ends, as [(start, end)], (-1, -1) for none. With
+        google-re2, its compiled program's own call: the wrapper builds a match object per hit, as costly as the
+        search on a log of warnings; any other finder through its own `search`."""
         finder = self._finder
-        if finder is None:
-            return
         program: Any = getattr(finder, "_regexp", None)
         anchor = getattr(getattr(program, "Anchor", None), "UNANCHORED", None)
-        if program is None or anchor is None:
-            yield from (m.start() for m in finder.finditer(buf, lo, hi))
-            return
-        while lo < hi:
-            start, end = program.Match(anchor, buf, lo, hi)[0]
-            if start < 0:
-                return
-            yield start
-            lo = max(end, start + 1)
+        if anchor is not None:
+            return partial(program.Match, anchor)
+
+        def search(buf: bytes, lo: int, hi: int) -> Sequence[tuple[int, int]]:
+            m = finder.search(buf, lo, hi) if finder is not None else None
+            return [(-1, -1) if m is None else m.span()]
+
+        return search
 
     def _repeated(self, line: bytes) -> bool:
         """Whether this hit line was met REPEATS times before (its numbers aside): then it opens no region."""
@@ -228,20 +204,21 @@ class Scanner:
 
     def _emit(self, buf: bytes, base: int) -> None:
         assert self._open is not None
-        start, stop = self._open
+        start, stop, hit = self._open
         self._open = None
         start = max(start, base)
         stop = min(stop, base + len(buf))
         if stop <= start:
             return
-        # align to line starts so no region begins mid-line
+        # align to line starts so no region begins mid-line, nor past the line of the hit that opened it (in a line
+        # of megabytes of \r redraws the next \n comes after that hit, which is the last \r segment)
         rel = start - base
         if rel > 0 and buf[rel - 1 : rel] not in (b"\n", b"\r"):
             nl = buf.find(b"\n", rel, stop - base)
             if nl == -1 or nl - rel > LONG_LINE:
                 cr = buf.find(b"\r", rel, stop - base)
                 nl = cr if cr != -1 else (nl if nl != -1 else rel - 1)
-            rel = nl + 1
+            rel = min(nl + 1, hit - base)
         data = buf[rel : stop - base]
         if not data:
             return
@@ -290,134 +267,10 @@ def scan_stream(stream: BinaryIO, needles: Needles, chunk: int = CHUNK) -> list[
     return scanner.close()
 
 
-# Regular files this big are prefiltered with grep, which runs while kbdebug imports and reads faster
-# than Python; the bytes between hits are then skipped, not read.
-GREP_MIN = 32 << 20
-MAX_GREP_HITS = 500_000
-# Hits this dense (one per DENSE_BYTES on average, once DENSE_MIN are in) cover the file: a warning every step.
-# The scanner then reads it all anyway, and grep's output would cost more than it saves.
-DENSE_MIN = 10_000
-DENSE_BYTES = 4096
-
-
-def start_grep(path: str | os.PathLike[str], needles: Needles) -> subprocess.Popen[bytes] | None:
-    """Start grep on a large regular file, so it runs while the rest of kbdebug is imported; None
-    when the file is small, not a regular file, grep is missing or KBDEBUG_NO_GREP is set."""
-    if os.environ.get("KBDEBUG_NO_GREP"):
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode) or st.st_size < GREP_MIN:
-        return None
-    exe = shutil.which("grep")
-    if exe is None:
-        return None
-    cmd = [exe, "-a", "-b", "-n", "-o", "-F"]
-    for needle in needles():
-        cmd += ["-e", needle.decode()]
-    try:
-        return subprocess.Popen(
-            [*cmd, "--", os.fspath(path)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "LC_ALL": "C"},
-            preexec_fn=_bound_grep_memory if os.name == "posix" else None,
-        )
-    except OSError:
-        return None
-
-
-GREP_MEMORY = 96 << 20
-
-
-def _bound_grep_memory() -> None:
-    """grep holds its longest line in memory: a log of `\r` progress redraws that never ends a line would
-    cost gigabytes. Capped, grep fails on such a file, and the bounded streaming scanner reads it instead."""
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (GREP_MEMORY, GREP_MEMORY))
-
-
-def collect_hits(proc: subprocess.Popen[bytes]) -> list[tuple[int, int]] | None:
-    """(line number, byte offset) of the first needle on each matching line, or None if grep failed."""
-    assert proc.stdout is not None
-    hits: list[tuple[int, int]] = []
-    last_line = -1
-    try:
-        for out in proc.stdout:
-            no, _, rest = out.partition(b":")
-            off, _, _ = rest.partition(b":")
-            try:
-                line = int(no)
-                if line != last_line:  # one hit per line is enough
-                    hits.append((line, int(off)))
-                    last_line = line
-            except ValueError:
-                proc.kill()
-                return None
-            if len(hits) > MAX_GREP_HITS or (len(hits) >= DENSE_MIN and hits[-1][1] < len(hits) * DENSE_BYTES):
-                proc.kill()  # evidence everywhere: plain streaming is as fast
-                return None
-    finally:
-        proc.stdout.close()
-        rc = proc.wait()
-    return hits if rc in (0, 1) else None
-
-
-def grep_hits(path: str | os.PathLike[str], needles: Needles) -> list[tuple[int, int]] | None:
-    proc = start_grep(path, needles)
-    return collect_hits(proc) if proc is not None else None
-
-
-def scan_path(
-    path: str | os.PathLike[str], needles: Needles, chunk: int = CHUNK, grep: subprocess.Popen[bytes] | None = None
-) -> list[Region]:
-    """Scan a file by name: grep-prefiltered when it is a large regular file (pass a `start_grep`
-    job to overlap the two), else streamed."""
+def scan_path(path: str | os.PathLike[str], needles: Needles, chunk: int = CHUNK) -> list[Region]:
+    """Scan a file by name, streamed like any other input."""
     with open(path, "rb") as fh:
-        if grep is None:
-            grep = start_grep(path, needles)
-        hits = collect_hits(grep) if grep is not None else None
-        if hits is None:
-            return scan_stream(fh, needles, chunk)
-        return _scan_hits(fh, os.fstat(fh.fileno()).st_size, hits, needles, chunk)
-
-
-def _scan_hits(fh: BinaryIO, size: int, hits: list[tuple[int, int]], needles: Needles, chunk: int) -> list[Region]:
-    scanner = Scanner(needles)
-    margin = BACK + LONG_LINE
-    i = 0
-    while i < len(hits):
-        line, off = hits[i]
-        # the cluster of hits whose windows touch; read it as one stretch
-        j = i
-        while j + 1 < len(hits) and hits[j + 1][1] - hits[j][1] <= 2 * margin + FWD:
-            j += 1
-        lo = max(0, off - margin, scanner._base + len(scanner._buf))
-        hi = min(size, hits[j][1] + FWD + LONG_LINE)
-        fh.seek(lo)
-        head = fh.read(min(off, hi) - lo)
-        start = lo
-        if lo > 0 and lo > scanner._base + len(scanner._buf):
-            nl = head.find(b"\n")
-            if nl != -1:
-                start = lo + nl + 1
-                scanner.skip_to(start, line - head.count(b"\n", nl + 1))
-            else:
-                scanner.skip_to(lo, line)  # the hit's own line started before the window: a long line
-        scanner.feed(head[start - lo :])
-        pos = lo + len(head)
-        while pos < hi:
-            data = fh.read(min(chunk, hi - pos))
-            if not data:
-                break
-            scanner.feed(data)
-            pos += len(data)
-        i = j + 1
-    scanner.total_bytes = size
-    return scanner.close()
+        return scan_stream(fh, needles, chunk)
 
 
 def scan_bytes(data: bytes, needles: Needles) -> list[Region]:

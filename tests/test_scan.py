@@ -151,6 +151,24 @@ def test_progress_redraws_without_newlines_stay_bounded() -> None:
     assert "device-side assert triggered" in text
 
 
+@pytest.mark.parametrize("chunk", [4096, 1 << 20, 8 << 20])
+def test_a_hit_after_megabytes_of_redraws_keeps_its_line_whatever_the_read_size(chunk: int) -> None:
+    """The assertion is the last `\\r` segment of a line of megabytes of redraws: its region, opened BACK bytes
+    before it, starts at a segment, never at the next `\\n`, which comes after the assertion."""
+    from kbdebug.scan import LONG_LINE
+
+    redraw = b"Epoch 1:  45%|####      | 4500/10000 [01:23<01:40, 54.2it/s, loss=0.123]\r"
+    data = redraw * (3 * LONG_LINE // len(redraw)) + (
+        b"/x/Loss.cu:250: nll: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+        b"RuntimeError: CUDA error: device-side assert triggered\n"
+    )
+    lines = [line.text for line in iter_lines(_scan_stream(io.BytesIO(data), NEEDLES, chunk))]
+    assert lines[-2:] == [
+        "/x/Loss.cu:250: nll: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.",
+        "RuntimeError: CUDA error: device-side assert triggered",
+    ]
+
+
 def _noise(n: int, seed: int) -> bytes:
     import random
 
@@ -172,26 +190,30 @@ def _noise(n: int, seed: int) -> bytes:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_grep_prefilter_gives_the_same_regions_as_streaming(tmp_path, monkeypatch, seed: int) -> None:
-    import shutil
-
+def test_a_file_gives_the_same_evidence_whatever_the_read_size(tmp_path, seed: int) -> None:
+    """Hits right after one another, lines of megabytes and needles across two reads: each evidence line is found,
+    with its number and text, whether the file is read a megabyte at a time or in much smaller or larger pieces."""
     from kbdebug import scan
 
-    if shutil.which("grep") is None:
-        pytest.skip("no grep on PATH")
     path = tmp_path / "log.txt"
-    data = _noise(4000, seed) + b"filler line\n" * 200_000 + _noise(300, seed + 10)
-    path.write_bytes(data)
-    monkeypatch.setattr(scan, "GREP_MIN", 0)
-    assert scan.grep_hits(path, NEEDLES) is not None
-    with open(path, "rb") as fh:
-        streamed = scan.scan_stream(fh, NEEDLES)
-    prefiltered = scan.scan_path(path, NEEDLES)
-    # region edges may fall a line apart; every evidence line is found, with its number and text
-    assert evidence(prefiltered) == evidence(streamed)
-    assert len(evidence(streamed)) > 50
-    monkeypatch.setenv("KBDEBUG_NO_GREP", "1")
-    assert scan.grep_hits(path, NEEDLES) is None and scan.scan_path(path, NEEDLES) == streamed
+    path.write_bytes(_noise(4000, seed) + b"filler line\n" * 200_000 + _noise(300, seed + 10))
+    found = evidence(scan.scan_path(path, NEEDLES))
+    assert len(found) > 50
+    for chunk in (4093, 64 << 10, 8 << 20):
+        with open(path, "rb") as fh:
+            assert evidence(scan.scan_stream(fh, NEEDLES, chunk)) == found, chunk
+
+
+def test_without_re2_the_needles_are_found_alike(monkeypatch) -> None:
+    """Where google-re2 is missing the needles are searched by Python's engine: the same regions."""
+    import sys
+
+    data = b"".join(line for line in _noise(20000, 4).splitlines(keepends=True) if len(line) < 1000)
+    assert len(data) > WHOLE
+    expected = scan_bytes(data)
+    assert expected
+    monkeypatch.setitem(sys.modules, "re2", None)
+    assert scan_bytes(data) == expected
 
 
 def evidence(regions: list) -> set[tuple[int, str]]:

@@ -102,7 +102,7 @@ def _read_stdin(passthrough: bool, to_stderr: bool = False):
     return scanner.close()
 
 
-def regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = False):
+def regions_for(path: str, passthrough: bool, to_stderr: bool = False):
     from kbdebug.parse.needles import needles
     from kbdebug.scan import scan_path
 
@@ -112,7 +112,7 @@ def regions_for(path: str, passthrough: bool, grep=None, to_stderr: bool = False
     if p.is_dir():
         raise InputError(f"{path}: is a directory")
     try:
-        return scan_path(p, needles, grep=grep)
+        return scan_path(p, needles)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:
@@ -128,10 +128,6 @@ def explain_logs(
         fail("standard input can be named only once")
     if len(files) > 1 or any(os.path.isdir(f) or (any(c in f for c in "*?[") and not os.path.exists(f)) for f in files):
         return _explain_many(files, fmt, quiet, kb, report, facts)
-    from kbdebug.parse.needles import needles
-    from kbdebug.scan import start_grep
-
-    greps = {path: start_grep(path, needles) for path in dict.fromkeys(files) if path != "-"}  # runs while we import
     from kbdebug.api import diagnose_regions
     from kbdebug.kb import RuleFileError, load_kb
     from kbdebug.render import render
@@ -141,7 +137,7 @@ def explain_logs(
     diags, logs = [], []
     try:
         for path in files:
-            regions = regions_for(path, passthrough=not quiet, grep=greps.pop(path, None), to_stderr=fmt != "text")
+            regions = regions_for(path, passthrough=not quiet, to_stderr=fmt != "text")
             diags.append(diagnose_regions(regions, source=path, kb_dirs=kb))
             logs.append((path, regions))
         base = load_kb(kb)

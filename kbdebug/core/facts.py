@@ -130,9 +130,16 @@ class Facts(TypedDict, total=False):
         ),
     ]
     # -- a kernel's device-side assert
-    kernel_file: Annotated[str, _f("the kernel's source file", "kernel_assert", "cuda_error", "sanitizer")]
+    kernel_file: Annotated[str, _f("the kernel's source file", "kernel_assert", "cuda_error", "library_error", "sanitizer")]
     kernel_line: Annotated[
-        int | None, _f("the line of the kernel's source file (None when the report names none)", "kernel_assert", "cuda_error", "sanitizer")
+        int | None,
+        _f(
+            "the line of the kernel's source file (None when the report names none)",
+            "kernel_assert",
+            "cuda_error",
+            "library_error",
+            "sanitizer",
+        ),
     ]
     kernel_path: Annotated[str, _f("the kernel's source path as printed", "kernel_assert", "sanitizer")]
     kernel_function: Annotated[str | None, _f("the kernel function the assert names", "kernel_assert")]

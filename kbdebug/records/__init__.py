@@ -211,6 +211,11 @@ class PyException(Record):
         return f
 
 
+def _native(file: str | None) -> bool:
+    """Whether a location a legacy (THC) error names is in PyTorch's native sources (`THCBlas.cu`), not a script."""
+    return bool(file and re.search(r"\.(?:cuh?|c|cpp)$", file))
+
+
 class CudaError(Record):
     """Host-side CUDA error text: `CUDA error: ...`, legacy `cuda runtime error (N)`, THCudaCheck."""
 
@@ -231,8 +236,7 @@ class CudaError(Record):
             f["cuda_error_name"] = self.error_name
         if self.code is not None:
             f["cuda_error_code"] = self.code
-        native = self.at_file and re.search(r"\.(?:cuh?|c|cpp)$", self.at_file)
-        if self.legacy and native and not (self.error_name or "").startswith("cuda error"):
+        if self.legacy and _native(self.at_file) and not (self.error_name or "").startswith("cuda error"):
             f["kernel_file"], f["kernel_line"] = basename(self.at_file or ""), self.at_line
         if self.error_name and self.error_name.startswith("cuda error"):
             f["error_type"] = self.error_name
@@ -314,9 +318,13 @@ class LibraryError(Record):
     status: str
     call: str | None = None
     message: str
+    at_file: str | None = None  # THC's `cublas runtime error : ... at FILE:LINE`
+    at_line: int | None = None
 
     def facts(self) -> Facts:
         f = super().facts()
+        if _native(self.at_file):
+            f["kernel_file"], f["kernel_line"] = basename(self.at_file or ""), self.at_line
         call = re.split(r"[(\s]", self.call.strip())[0] if self.call else None
         if self.library == "cublas":
             f["cublas_status"] = self.status

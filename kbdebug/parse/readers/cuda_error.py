@@ -91,8 +91,8 @@ class CudaErrorReader(Reader):
         elif kind in ("cublas", "cudnn"):
             self.sink.emit(LibraryError(**base, library=kind, message=line.text.strip(), **f))
         elif kind == "cublas_thc":
-            status = f["status"]
-            self.sink.emit(LibraryError(**base, library="cublas", status=status, message=line.text.strip()))
+            at = {k: f[k] for k in ("at_file", "at_line") if k in f}
+            self.sink.emit(LibraryError(**base, library="cublas", status=f["status"], message=line.text.strip(), **at))
         elif kind == "cublas_entry":
             self.sink.emit(
                 LibraryError(**base, library="cublas", status="CUBLAS_STATUS_INVALID_VALUE", call=f.get("call"), message=line.text.strip())

@@ -121,9 +121,12 @@ class TracebackReader(Reader):
             # message): the error pasted without its `Type: `
             self._start_exc(line, "", stripped)
         elif self.exc is not None and self.exc_lines < self._message_limit() and stripped and self._same_rank(line):
-            self.exc.message += "\n" + stripped
-            self.exc.last_line = line.no
-            self.exc_lines += 1
+            if self._ends_warning(line):
+                self._close_exc()
+            else:
+                self.exc.message += "\n" + stripped
+                self.exc.last_line = line.no
+                self.exc_lines += 1
         self._after(line)
         return False
 
@@ -191,6 +194,13 @@ class TracebackReader(Reader):
         `warnings.warn(...)` source under it, so the log lines after it are not its message."""
         assert self.exc is not None
         return WARNING_MESSAGE_LINES if self.exc.exc_type.endswith("Warning") else MAX_MESSAGE_LINES
+
+    def _ends_warning(self, line: Line) -> bool:
+        """The line after a warning's is its message's second line or its source line, unless it reads as an
+        error of its own (an out-of-memory message printed right after a DataLoader's warning): then the
+        warning is over, and that line is not read as the warning's."""
+        assert self.exc is not None
+        return self.exc.exc_type.endswith("Warning") and not line.text[:1].isspace() and self.sink.holds_message(line)
 
     def _same_rank(self, line: Line) -> bool:
         """Interleaved ranks: another rank's line never continues this rank's message."""

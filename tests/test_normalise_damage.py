@@ -1,0 +1,160 @@
+"""The damage real pastes suffer, one family per test (own fixtures, modelled on the messages' real shapes): a
+condition hard-wrapped before its comparison, a message wrapped on the space between two words, an OOM or NCCL
+line alone among training output, an error line printed right under a warning, a user's note after THC's location.
+Each keeps what the undamaged text says: its rule, its facts and its signature."""
+
+from __future__ import annotations
+
+from kbdebug.api import diagnose_text
+from kbdebug.normalise import lines_of
+from kbdebug.parse import parse_text
+
+
+def texts(text: str) -> list[str]:
+    return [ln.text for ln in lines_of(text)]
+
+
+def wrap(text: str, width: int) -> str:
+    return "".join(ln[k : k + width] + "\n" for ln in text.splitlines() for k in range(0, max(len(ln), 1), width))
+
+
+def root_of(text: str) -> tuple[str, str]:
+    root = diagnose_text(text).root
+    assert root is not None
+    return root.rule, root.signature
+
+
+# a scatter/gather kernel's assert, its directory padded so that the condition's `>=` starts row 3 at 80 columns
+ASSERT = (
+    "/opt/src/{pad}/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: block: [2,0,0], thread: [{thread},0,0] "
+    'Assertion `idx_dim >= 0 && idx_dim < index_size && "index out of bounds"` failed.'
+)
+PAD = "p" * (160 - ASSERT.format(pad="", thread=10).index(">="))
+
+
+def test_a_condition_wrapped_before_its_comparison_is_rejoined() -> None:
+    """At 80 columns the cut may fall right before a condition's `>=`: the row that starts with it is the
+    assertion's rest, neither a mail quote nor a record of its own."""
+    flood = "".join(ASSERT.format(pad=PAD, thread=t) + "\n" for t in range(10, 16))
+    wrapped = wrap(flood, 80)
+    assert any(row.startswith(">= 0 && idx_dim") for row in wrapped.splitlines())
+    assert texts(wrapped) == flood.splitlines()
+    assert root_of(wrapped) == root_of(flood)
+    root = diagnose_text(wrapped).root
+    assert root is not None and root.facts["assertion"] == 'idx_dim >= 0 && idx_dim < index_size && "index out of bounds"'
+
+
+def test_one_assert_wrapped_before_its_comparison_is_rejoined() -> None:
+    """One assert alone (no second row of its width to share it): a row that starts with a comparison
+    operator still continues the row above."""
+    line = "/src/cuda/Loss.cu:240: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed."
+    line = line.replace("/src/", "/src/" + "q" * (79 - line.index(">= 0")) + "/")
+    assert line.index(">=") == 80
+    text = line + "\nRuntimeError: CUDA error: device-side assert triggered\n"
+    assert texts(wrap(text, 80))[0] == line
+    assert root_of(wrap(text, 80)) == root_of(text)
+
+
+def test_a_comparison_at_the_start_of_a_quoted_line_is_kept() -> None:
+    """`> ` is a mail quote; `>=` never is: a quoted wrapped condition keeps both its quote stripped and its `>=`."""
+    assert texts("> x = 1\n>= 0 && t < n` failed.\n") == ["x = 1", ">= 0 && t < n` failed."]
+
+
+def test_a_message_wrapped_on_the_space_between_two_words_is_rejoined() -> None:
+    """A single line over 80 columns cut at a space: the space starts the next row, or ends the row above."""
+    before = "RuntimeError: \"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Half'\n"
+    after = "NotImplementedError: \"nll_loss2d_forward_out_cuda_template\" not implemented for 'Long'\n"
+    assert wrap(before, 80).splitlines()[1] == " 'Half'"
+    assert wrap(after, 80).splitlines()[0].endswith("for ")
+    for text in (before, after):
+        assert texts(wrap(text, 80)) == [text.strip()]
+        assert root_of(wrap(text, 80)) == root_of(text)
+
+
+def test_an_80_column_row_of_its_own_before_a_capitalised_line_is_no_wrap() -> None:
+    """A row that ends after a space is joined only to what continues a sentence or an expression: a
+    capitalised line after it is a line of its own, and so is a valgrind line after a row that ends a word."""
+    row = "Epoch 12 finished: loss 0.3121 val_loss 0.2950 best 0.2810 lr 1.0e-04 grad 0.81 "
+    assert len(row) == 80
+    assert texts(row + "\nSaving checkpoint to ckpt/last.pt\n") == [row, "Saving checkpoint to ckpt/last.pt"]
+    whole = row[:-1] + "1"
+    assert texts(whole + "\n==4242== Invalid read of size 4\n") == [whole, "==4242== Invalid read of size 4"]
+
+
+NOISE = (
+    "Epoch 7:  63%|██████▎   | 630/1000 [03:12<01:53,  3.27it/s, loss=0.2210]\n"
+    "INFO:trainer:step 6300 lr 2.0e-04 grad_norm 0.91\n"
+    "/opt/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:91: UserWarning: None of the inputs have "
+    "requires_grad=True. Gradients will be None\n"
+    "eval: accuracy 0.8812\n"
+)
+
+
+def in_noise(text: str) -> str:
+    return NOISE * 400 + text + NOISE.splitlines()[0] + "\n" + "INFO:trainer:step 6301 lr 2.0e-04 grad_norm 0.90\n" * 15
+
+
+def test_an_oom_message_pasted_from_its_figures_on_is_read_among_noise() -> None:
+    """torch 1.x's figures without `CUDA out of memory.` before them: read as the OOM they are, wherever they are."""
+    bare = "Tried to allocate 512.00 MiB (GPU 2; 10.76 GiB total capacity; 9.10 GiB already allocated; 301.56 MiB free; 9.31 GiB reserved in total by PyTorch)\n"
+    for text in (bare, in_noise(bare)):
+        root = diagnose_text(text).root
+        assert root is not None and root.rule == "cuda_oom"
+        assert (root.facts["tried_to_allocate"], root.facts["total_capacity"], root.facts["gpu_index"]) == ("512.00 MiB", "10.76 GiB", 2)
+    assert root_of(in_noise(bare)) == root_of(bare)
+    sentences = "Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 15.77 GiB of which 912.38 MiB is free.\n"
+    assert root_of(in_noise(sentences)) == root_of(sentences) and root_of(sentences)[0] == "cuda_oom"
+
+
+def test_tried_to_allocate_without_the_figures_is_no_oom_record() -> None:
+    """The request alone (a host allocator's, a sentence of prose) is no OOM message of the GPU's."""
+    assert [r for r in parse_text("Tried to allocate 512 bytes for the string table, retrying\n") if r.kind == "oom"] == []
+
+
+def test_a_watchdog_timeout_quoted_without_its_period_is_read_among_noise() -> None:
+    """A page that quoted the watchdog's line dropped its final period: still the collective timeout, with its figures."""
+    line = (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600193 milliseconds before timing out\n"
+    )
+    for text in (line, in_noise(line)):
+        root = diagnose_text(text).root
+        assert root is not None and root.rule == "nccl_error"
+        assert (root.facts["rank"], root.facts["op_type"], root.facts["seq_num"]) == (6, "ALLREDUCE", 88)
+    assert root_of(in_noise(line)) == root_of(line) == root_of(line.replace("timing out\n", "timing out.\n"))
+
+
+WARNING = (
+    "/opt/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py:617: UserWarning: This DataLoader will "
+    "create 16 worker processes in total. Our suggested max number of worker in current system is 8.\n"
+)
+
+
+def test_an_error_line_right_under_a_warning_is_not_the_warnings_message() -> None:
+    """A warning's message may go on for a line; a line that reads as an error of its own (an OOM) does not: the
+    warning ends before it, and the crash signs as it does without the warning."""
+    oom = "CUDA out of memory. Tried to allocate 3.00 GiB (GPU 1; 23.69 GiB total capacity; 19.20 GiB already allocated; 1.98 GiB free; 20.40 GiB reserved in total by PyTorch)\n"
+    assert root_of(WARNING + oom) == root_of(oom) == root_of(in_noise(WARNING + oom))
+    (warning,) = [r for r in parse_text(WARNING + oom) if r.kind == "exception"]
+    assert warning.message.endswith("is 8.") and warning.last_line == 1
+
+
+def test_a_warnings_second_line_is_still_its_message() -> None:
+    """A warning whose message goes on for a line that is no error of its own keeps it."""
+    second = "Please set num_workers to at most 8 to avoid slowness or freezes.\n"
+    (warning,) = [r for r in parse_text(WARNING + second) if r.kind == "exception"]
+    assert warning.message.endswith(second.strip())
+
+
+def test_a_users_note_after_thcs_location_leaves_the_error_and_its_location() -> None:
+    """THC's errors end at `at FILE:LINE`; a note the user typed after it (`# torch 1.4`) is not part of them."""
+    cublas = "RuntimeError: cublas runtime error : an internal operation failed at /pytorch/aten/src/THC/THCBlas.cu:120"
+    legacy = "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/aten/src/THC/THCTensorMath.cu:26"
+    for line, rule in ((cublas, "cublas_failure"), (legacy, "async_error_unlocalized")):
+        for note in ("", "   # torch 1.4.0, only on the second GPU", "  <- since the driver update"):
+            root = diagnose_text(line + note + "\n").root
+            assert root is not None and root.rule == rule, note
+            assert (root.facts["kernel_file"], root.facts["kernel_line"]) == (
+                line.rsplit("/", 1)[1].split(":")[0],
+                int(line.rsplit(":", 1)[1]),
+            )
