@@ -92,7 +92,7 @@ def shipped_tables() -> dict[Path, dict[str, Any]]:
     for (name, start), text in sorted(ASKED.items()):
         where, parser_id = folder(name), f"{name}:{start}"
         key = parser_cache.table_key(text, source(COMMON))
-        entry = parser_cache.shipped_file(where).get(parser_id)
+        entry = parser_cache.shipped_entries(where).get(parser_id)
         if not (isinstance(entry, dict) and entry.get("key") == key):
             entry = {"key": key, "tables": parser_cache.tables(_build_lalr(text, start))}
         files.setdefault(where / parser_cache.SHIPPED, {})[parser_id] = entry

@@ -135,6 +135,15 @@ def table_key(text: str, common: str) -> str:
 @cache
 def shipped_file(folder: Path) -> dict[str, Any]:
     try:
+        data = json.loads((folder / SHIPPED).read_text(encoding="utf-8"), object_hook=_decoded)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def shipped_entries(folder: Path) -> dict[str, Any]:
+    """The entries of `folder`'s parsers.json as written (their tables still encoded): what regenerating keeps."""
+    try:
         data = json.loads((folder / SHIPPED).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
@@ -148,7 +157,7 @@ def shipped(folder: Path, parser_id: str, key: str) -> Lark | None:
     if not isinstance(entry, dict) or entry.get("key") != key:
         return None
     try:
-        return Lark.load(_decode(entry["tables"]))
+        return Lark.load(entry["tables"])
     except Exception:  # whatever a hand-edited or truncated file holds: the parser is built instead
         return None
 
@@ -178,13 +187,10 @@ def _encode(obj: Any) -> Any:
     raise TypeError(f"cannot ship a {type(obj).__name__} in a parser's tables")
 
 
-def _decode(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if _TUPLE in obj:
-            return tuple(_decode(v) for v in obj[_TUPLE])
-        if _ITEMS in obj:
-            return {_decode(k): _decode(v) for k, v in obj[_ITEMS]}
-        return {k: _decode(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_decode(v) for v in obj]
+def _decoded(obj: dict[str, Any]) -> Any:
+    """One JSON object of `_encode`'s back as it was (json calls it innermost first, so a tuple key is a tuple)."""
+    if _TUPLE in obj:
+        return tuple(obj[_TUPLE])
+    if _ITEMS in obj:
+        return {(tuple(k) if isinstance(k, list) else k): v for k, v in obj[_ITEMS]}
     return obj
