@@ -8,8 +8,7 @@ errors and the message templates here), and this package's namespace holds them 
 `kbdebug.records`, and each kind declares the facts it says beside its fields (kbdebug.core.facts declares which).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 import re
 from functools import cache
 from typing import Annotated, Literal, cast, get_args
