@@ -16,8 +16,14 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-@cache
 def code_version() -> str:
+    """`_code_version()`; a constant where nothing is kept (`KBDEBUG_NO_CACHE`): every caller keys a cache entry
+    with it, and reading it costs a stat of each of the package's code files in a checkout."""
+    return "not kept" if cache_dir() is None else _code_version()
+
+
+@cache
+def _code_version() -> str:
     """What every cached value is keyed by beside the data it was built from (grammar or rule files):
     the release of the code that built it, and the library and Python versions it was pickled with.
 

@@ -18,7 +18,6 @@ from kbdebug.normalise import Region, iter_lines
 from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
 from kbdebug.records import Record
-from kbdebug.runtime import live
 from kbdebug.scan import Scanner, scan_path, scan_text
 
 
@@ -70,6 +69,8 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
 
 def _plain_diagnosis(exc: BaseException, failure: Exception, kb_dirs: list[Path] | None) -> Diagnosis:
     """The error as the catch-all names it, with what kbdebug failed on; completed (guide, signature) where that works."""
+    from kbdebug.runtime import live
+
     facts: Facts = {
         "error_type": live.type_name(type(exc)),
         "kbdebug_failure": f"{type(failure).__name__}: {live.safe_str(failure)[:200]}",
@@ -90,6 +91,8 @@ def _plain_diagnosis(exc: BaseException, failure: Exception, kb_dirs: list[Path]
 
 
 def _diagnose(exc: BaseException, log: str | os.PathLike[str] | None, kb_dirs: list[Path] | None) -> Diagnosis:
+    from kbdebug.runtime import live  # a live exception's reading: a log's diagnosis never needs it
+
     guarded = _guard_diagnosis(exc, kb_dirs)
     if guarded is not None:
         return guarded
@@ -122,6 +125,8 @@ def _diagnose(exc: BaseException, log: str | os.PathLike[str] | None, kb_dirs: l
 
 def _guard_diagnosis(exc: BaseException, kb_dirs: list[Path] | None) -> Diagnosis | None:
     """A KbdebugError from `guard()` already knows its rule and facts."""
+    from kbdebug.runtime import live
+
     for e in live.chain_of(exc):
         rule = getattr(e, "kbdebug_rule", None)
         if rule:

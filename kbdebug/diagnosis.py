@@ -5,8 +5,7 @@ Plain data, made by the diagnose stage and presented by the renderers above it: 
 result (`kbdebug.api.Diagnosis`), which sits above the renderer and the verifier.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 

@@ -4,7 +4,9 @@ ANSI colours, CRLF, `\r` progress redraws, full-width punctuation, control bytes
 log-level / journald / worker prefixes, records glued onto one line, hard wrapping at any width, a
 traceback flattened into one paragraph, Markdown bold and fences, pane borders, the box rich draws
 around a traceback, over-long lines. The
-scanner (kbdebug/scan.py) decides which bytes to read; this module turns them into `Line`s.
+scanner (kbdebug/scan.py) decides which bytes to read; this module turns them into `Line`s. Its patterns are
+compiled when first used (kbdebug.core.lazy): a live exception's diagnosis imports this module and never
+normalises a log.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
+from kbdebug.core.lazy import lazy
 from kbdebug.core.stamps import Stamp, inner_stamp, parse_stamp
 from kbdebug.core.terminals import EXC_NAME, TRACEBACK_HEADER
 
@@ -70,42 +73,42 @@ class _Raw:
     line: int  # 1-based line number of `start`
 
 
-_NEWLINE = re.compile(rb"\n")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_CTRL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NEWLINE = lazy(rb"\n")
+_ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_CTRL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # Prefixes a launcher, a logging handler or a paste put before a line; the named groups `rank` and `time`
 # are kept on the Line (the time is read by kbdebug/core/stamps.py).
 _PREFIXES = [
-    re.compile(r"^\[rank(?P<rank>\d+)\]:\s?"),
+    lazy(r"^\[rank(?P<rank>\d+)\]:\s?"),
     # torchrun's --tee (TailLog) writes `[default0]:` and then the line verbatim: its indentation is the line's
-    re.compile(r"^\[default(?P<rank>\d+)\]:"),
-    re.compile(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(?P<rank>\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"),
+    lazy(r"^\[default(?P<rank>\d+)\]:"),
+    lazy(r"^\((?:RayWorker|RayWorkerWrapper|[A-Za-z_]+)?(?: rank=(?P<rank>\d+))? ?pid=\d+(?:, ip=[\d.]+)?\)\s"),
     # systemd's journal: `Oct 04 15:02:41 host unit[394]: `
-    re.compile(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: "),
+    lazy(r"^(?P<time>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) \S+ [^\s:\[]+(?:\[\d+\])?: "),
     # glog / vLLM style: `ERROR 03-19 07:27:53 [file.py:375] `
-    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\](?: |$)"),
+    lazy(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?P<time>\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) \[[^\]\s]+\](?: |$)"),
     # glog itself: `I0501 12:03:11.123456 12345 file.cc:123] `
-    re.compile(r"^(?P<time>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) +\d+ [^\]\s]+:\d+\] "),
+    lazy(r"^(?P<time>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) +\d+ [^\]\s]+:\d+\] "),
     # a notebook's or a chat's `Error: ` before the exception line itself
-    re.compile(rf"^(?:Error|ERROR|Exception)\s*:\s+(?={EXC_NAME}:)"),
-    re.compile(r"^(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s*(?:\|\s*)?"),
-    re.compile(r"^\[(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]]*\]\s*"),
-    re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"),
-    re.compile(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"),
+    lazy(rf"^(?:Error|ERROR|Exception)\s*:\s+(?={EXC_NAME}:)"),
+    lazy(r"^(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\s*(?:\|\s*)?"),
+    lazy(r"^\[(?P<time>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?)[^\]]*\]\s*"),
+    lazy(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s*\|(?:[^|\n]*\|)+[^|:\n]*?:\s+"),
+    lazy(r"^\[?(?:INFO|WARNING|DEBUG|CRITICAL|FATAL)\]?(?::|\s+-)\s+"),
     # Python logging's `%(asctime)s - %(name)s - %(levelname)s - ` once the time is gone
-    re.compile(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
-    re.compile(r"^(?P<rank>\d{1,4}): (?=\s*\S|$)"),
+    lazy(r"^-\s+(?:[\w.]+\s+-\s+)?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\s+- ?"),
+    lazy(r"^(?P<rank>\d{1,4}): (?=\s*\S|$)"),
     # a wrapper re-printing its child's streams (`accelerate test`, subprocess runners): `stderr: ` on every line
-    re.compile(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
+    lazy(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
     # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .)
-    re.compile(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)[a-z][a-z0-9.-]*[a-z0-9]: "),
+    lazy(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)[a-z][a-z0-9.-]*[a-z0-9]: "),
     # Python logging's `%(asctime)s [%(levelname)s] %(name)s - ` with a short date
-    re.compile(r"^\d\d/\d\d(?:/\d{2,4})? \d\d:\d\d:\d\d(?:[.,]\d+)? \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\] [\w.]+ - "),
-    re.compile(r"^>(?!=)\s?"),  # a mail/Markdown quote; `>= ...` is a wrapped comparison, not a quote
-    re.compile(r"^(?:\.\.\.|…)\s*(?=\S)"),  # a paste cut at its start and marked so
-    re.compile(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
+    lazy(r"^\d\d/\d\d(?:/\d{2,4})? \d\d:\d\d:\d\d(?:[.,]\d+)? \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\] [\w.]+ - "),
+    lazy(r"^>(?!=)\s?"),  # a mail/Markdown quote; `>= ...` is a wrapped comparison, not a quote
+    lazy(r"^(?:\.\.\.|…)\s*(?=\S)"),  # a paste cut at its start and marked so
+    lazy(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]
-_GLUE = re.compile(
+_GLUE = lazy(
     rf"(?<=\S)(?={TRACEBACK_HEADER}:)"
     r"|(?<=[^=\s])\s*(?==========(?:\s|$))"
     r"|(?<==========) +(?==========(?:\s|$))"  # the tool's empty line glued before its next one
@@ -116,12 +119,12 @@ _GLUE = re.compile(
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
 # an exception type wrapped onto the end of the (indented) source line above its message: `    loss = f(x) IndexError:`
-_TYPE_AT_END = re.compile(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
+_TYPE_AT_END = lazy(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
 # Markdown bold as CommonMark reads it: `**` that is not part of a longer run of stars, hugging its text.
 # Slurm's `*** JOB 1 CANCELLED ***` is no bold: a run of three, with spaces inside, stays as the log printed it.
-_BOLD = re.compile(r"(?<!\*)\*\*(?=[^*\s])([^*\n]+?)(?<=[^*\s])\*\*(?!\*)")
+_BOLD = lazy(r"(?<!\*)\*\*(?=[^*\s])([^*\n]+?)(?<=[^*\s])\*\*(?!\*)")
 # (`-*>`: IPython's `---->` arrow, pytest's `>`; never a condition wrapped before its `>=`)
-_RECORD_START = re.compile(
+_RECORD_START = lazy(
     r"^\s*(?:=========|Traceback|File \"|\[rank|frame #|<ipython-input|Cell In\[|-*>(?!=)"
     rf"|{EXC_NAME}:)|.*{TRACEBACK_HEADER}"
     rf"|^{EXC_NAME}\s*$"  # an exception raised without a message: its type alone
@@ -129,16 +132,16 @@ _RECORD_START = re.compile(
     # redrawn at one width (tqdm), which would otherwise read as a wrap
     r"|^(?:Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"
 )
-_RULE_LINE = re.compile(r"^[-=_*#~^\s]+$")  # a rule of punctuation, or the `^~~~` markers under a source line: never wrapped text
+_RULE_LINE = lazy(r"^[-=_*#~^\s]+$")  # a rule of punctuation, or the `^~~~` markers under a source line: never wrapped text
 
 
 # Translated pages and CJK input methods print ASCII punctuation in its full-width form: fold the whole
 # full-width ASCII block (U+FF01-U+FF5E) and the ideographic space back, so `RuntimeError：CUDA error：`
 # reads as it was printed.
 _FULLWIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | {0x3000: 0x20}
-_WHOLE_FRAME = re.compile(r'^\s*File "[^"\n]*", line \d+, in [\w<>.]+$')
-_FRAME_AT = re.compile(r'File "[^"\n]*", line \d+(?:, in [^\s(]+)?')
-_EXC_AT = re.compile(rf"(?<=\s)(?={EXC_NAME}:\s)")
+_WHOLE_FRAME = lazy(r'^\s*File "[^"\n]*", line \d+, in [\w<>.]+$')
+_FRAME_AT = lazy(r'File "[^"\n]*", line \d+(?:, in [^\s(]+)?')
+_EXC_AT = lazy(rf"(?<=\s)(?={EXC_NAME}:\s)")
 
 
 def _unflatten(seg: str) -> list[str]:
@@ -205,7 +208,7 @@ def normalise(raw: _Raw) -> Region:
     return region
 
 
-_PANE_BORDER = re.compile(r"\s{3,}[x│┃|]\s*$")  # a terminal multiplexer's pane border after the padding
+_PANE_BORDER = lazy(r"\s{3,}[x│┃|]\s*$")  # a terminal multiplexer's pane border after the padding
 # A boxed traceback (rich.traceback, as Lightning and typer print it): the box's title line is the header
 # (`╭──── Traceback (most recent call last) ────╮`), its sides and bottom are decoration.
 _BOX_CHARS = frozenset("╭┌│┃╰└")
@@ -311,7 +314,7 @@ MAX_REWRAPS = 3
 CONSOLE_WIDTH = 80  # Windows' console and e-mail clients wrap here, anywhere in a line
 MIN_WRAP = 60  # narrower widths are too common among lines of their own to tell a wrap
 LONE_WRAP_WINDOW = 20  # a width only one line has is a wrap only when no line this near is longer
-_BARE_RANK = re.compile(r"^\d{1,4}: ")
+_BARE_RANK = lazy(r"^\d{1,4}: ")
 
 
 def _rejoin_wrapped(
@@ -387,7 +390,7 @@ def _wrap_widths(lines: list[Line], widths: list[int]) -> tuple[set[int], set[in
 
 # a condition's operator and its space (`idx_dim` + `>= 0 && ...`): a wrapped expression goes on with one, no line
 # of its own starts so (valgrind's `==4242==` is no operator)
-_OPERATOR_HEAD = re.compile(r"^(?:[<>=!]=|&&|\|\|)\s")
+_OPERATOR_HEAD = lazy(r"^(?:[<>=!]=|&&|\|\|)\s")
 
 
 def _cut_inside(text: str, follow: str) -> bool:
@@ -439,7 +442,7 @@ def _continues_lone(text: str, follow: str) -> bool:
 
 
 # a sentence's start: a capitalised word (`CUDA`, `Invalid`) and two lower-case words after it
-_PROSE = re.compile(r"^[A-Z][\w-]*(?: [a-z][\w-]*){2}")
+_PROSE = lazy(r"^[A-Z][\w-]*(?: [a-z][\w-]*){2}")
 
 
 def _closed(code: str) -> bool:

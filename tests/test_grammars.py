@@ -12,7 +12,8 @@ from grammar_cases import CASES
 from lark import Tree
 from lark.exceptions import LarkError
 
-from kbdebug.parse.grammar import build, directive, fast_parser, files, first_alt, names, parser, source, templates
+from kbdebug.parse.derive import templates
+from kbdebug.parse.grammar import build, directive, fast_parser, files, first_alt, names, parser, source
 from kbdebug.parse.lines import parse
 from kbdebug.parse.parser_cache import Literal, dumps, terminal
 from kbdebug.parse.registry import formats

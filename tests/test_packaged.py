@@ -10,9 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from lark.exceptions import LarkError
 
 from kbdebug._resources import data_dir
-from kbdebug.parse import derive, packaged
+from kbdebug.parse import derive, grammar, packaged, parser_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,10 +39,9 @@ def test_a_reading_derived_from_other_text_is_not_used(monkeypatch: pytest.Monke
 BUILT = r"""
 import sys
 import kbdebug.parse.grammar as g
-names = {g.source(n): n for n in g.names()}
 built = []
-build = g.build
-g.build = lambda text: (built.append(names.get(text, "?")), build(text))[1]
+cached = g.cached
+g.cached = lambda name, *args: (built.append(name), cached(name, *args))[1]
 from kbdebug.cli.app import main
 sys.argv = ["kbdebug", "explain", "--format", "json", sys.argv[1]]
 try:
@@ -67,8 +67,11 @@ def test_without_a_cache_only_the_grammars_of_the_logs_formats_are_loaded(tmp_pa
     built = set(next(ln for ln in out.stderr.splitlines() if ln.startswith("BUILT")).split()[1:])
     assert '"rule": "nll_target_out_of_range"' in out.stdout
     # the three formats in the log; never sanitizer, NCCL, torchrun's table or OOM
-    assert built <= {"kernel_assert", "traceback", "cuda_error", "messages"}, built
-    assert "kernel_assert" in built  # the log's LALR format is built (the traceback's lines its LALR reader reads)
+    assert {name.removesuffix("-fast") for name in built} <= {"kernel_assert", "traceback", "cuda_error", "messages"}, built
+    assert "traceback-fast" in built
+    # every traceback and CUDA error line here is one their LALR readers read: their Earley parsers are not built
+    # (not to tell a line's kind, nor to say that the CUDA error's own text is no CUDA error line)
+    assert not {"traceback", "cuda_error"} & built, built
 
 
 def test_a_damaged_file_costs_only_the_time_to_derive(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,6 +114,9 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
         "kbdebug/grammars/_common.lark",
         "kbdebug/grammars/traceback/traceback.lark",
         "kbdebug/grammars/traceback/derived.json",
+        "kbdebug/grammars/kernel_assert/parsers.json",
+        "kbdebug/knowledge/rules.json",
+        "kbdebug/render/templates/compiled.json",
         "kbdebug/cli/app.py",
     } <= names
     assert not [n for n in editable.namelist() if n.startswith("kbdebug/")]
@@ -136,3 +142,104 @@ def test_editing_the_deriving_code_s_text_keeps_the_shipped_readings(tmp_path: P
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "KBDEBUG_NO_CACHE": "1"}
     out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+SHIPPED_TABLES = r"""
+import json
+from kbdebug.parse.grammar import shipped_tables
+stale = [str(path) for path, tables in shipped_tables().items() if not path.is_file() or json.loads(path.read_text(encoding="utf-8")) != tables]
+print("STALE", *stale)
+"""
+
+
+def test_the_shipped_lalr_tables_are_those_of_the_grammars_now() -> None:
+    """Every LALR parser the code asks for is shipped in its format folder's parsers.json, built from the grammar's
+    text as it is now (`python -m kbdebug.parse` writes them), and no folder ships tables nothing asks for."""
+    env = {**os.environ, "KBDEBUG_NO_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", SHIPPED_TABLES], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("STALE")), None)
+    assert line == "STALE", f"{out.stderr[-2000:]}{line}: run `python -m kbdebug.parse` and commit them"
+    asked = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SHIPPED_TABLES.replace('print("STALE", *stale)', "print('FILES', *sorted(str(p) for p in shipped_tables()))"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    files = next(ln for ln in asked.stdout.splitlines() if ln.startswith("FILES")).split()[1:]
+    assert sorted(str(p) for p in data_dir("grammars").glob(f"*/{parser_cache.SHIPPED}")) == files
+    assert str(data_dir("grammars") / "kernel_assert" / parser_cache.SHIPPED) in files
+
+
+ASSERT_LINE = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:103: k: block: [0,0,0], thread: [1,0,0] Assertion `t >= 0` failed."
+
+
+def test_an_edited_grammar_is_built_not_read_from_the_shipped_tables() -> None:
+    text, common = grammar.source("kernel_assert"), grammar.source(grammar.COMMON)
+    where = grammar.folder("kernel_assert")
+    assert parser_cache.shipped(where, "kernel_assert:start", parser_cache.table_key(text, common)) is not None
+    edited = text.replace("/\\s*Assertion\\s*/", "/\\s*Assert1on\\s*/")
+    assert edited != text
+    assert parser_cache.shipped(where, "kernel_assert:start", parser_cache.table_key(edited, common)) is None
+    assert grammar.lalr(text, "start", "kernel_assert").parse(ASSERT_LINE) is not None
+    with pytest.raises(LarkError):  # the edit is what the parser reads: the shipped tables are not used
+        grammar.lalr(edited, "start", "kernel_assert").parse(ASSERT_LINE)
+    assert grammar.lalr(edited, "start", "kernel_assert").parse(ASSERT_LINE.replace("Assertion", "Assert1on")) is not None
+
+
+def test_a_shipped_parser_reads_as_a_built_one_and_a_damaged_file_costs_only_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    text, common = grammar.source("kernel_assert"), grammar.source(grammar.COMMON)
+    where, key = grammar.folder("kernel_assert"), parser_cache.table_key(text, common)
+    shipped = parser_cache.shipped(where, "kernel_assert:start", key)
+    assert shipped is not None and shipped.parse(ASSERT_LINE) == grammar._build_lalr(text, "start").parse(ASSERT_LINE)
+    for damaged in (
+        {"kernel_assert:start": {"key": key, "tables": {"data": 3}}},
+        {"kernel_assert:start": []},
+        {"kernel_assert:start": {"key": key}},
+    ):
+        monkeypatch.setattr(parser_cache, "shipped_file", lambda _folder, damaged=damaged: damaged)
+        assert parser_cache.shipped(where, "kernel_assert:start", key) is None
+        assert grammar.lalr(text, "start", "kernel_assert").parse(ASSERT_LINE) is not None
+
+
+def test_the_shipped_report_templates_are_what_jinja_makes_of_them_now() -> None:
+    """kbdebug/render/templates/compiled.json holds the Python jinja2 generates for each report template (`python -m
+    kbdebug.render` writes it), so that a run with no cache does not compile them; a test fails while it is stale."""
+    from kbdebug.core.templating import compiled_templates
+    from kbdebug.render.environment import COMPILED, _env
+
+    env = _env()
+    fresh = compiled_templates(env, sorted(env.list_templates(extensions=["j2"])))
+    assert json.loads(COMPILED.read_text(encoding="utf-8")) == fresh, "run `python -m kbdebug.render` and commit compiled.json"
+
+
+def test_a_shipped_template_is_used_only_for_its_own_text_and_environment(tmp_path: Path) -> None:
+    import jinja2
+
+    from kbdebug.core.templating import ShippedTemplates, compiled_templates
+
+    (tmp_path / "t.j2").write_text("{{ x }} shipped", encoding="utf-8")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False)
+    shipped = tmp_path / "compiled.json"
+    data = compiled_templates(env, ["t.j2"])
+    (entry,) = data["templates"].values()
+    entry["python"] = entry["python"].replace("shipped", "from the shipped file")
+    shipped.write_text(json.dumps(data), encoding="utf-8")
+    env.bytecode_cache = ShippedTemplates(None, shipped, env)
+    assert env.get_template("t.j2").render(x=1) == "1 from the shipped file"  # the shipped code is what runs
+    (tmp_path / "t.j2").write_text("{{ x }} edited", encoding="utf-8")
+    env.cache.clear()
+    assert env.get_template("t.j2").render(x=1) == "1 edited"  # another text: compiled from the template
+    other = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False, trim_blocks=True)
+    (tmp_path / "t.j2").write_text("{{ x }} shipped", encoding="utf-8")
+    other.bytecode_cache = ShippedTemplates(None, shipped, other)
+    assert other.get_template("t.j2").render(x=1) == "1 shipped"  # another environment: compiled from the template
+    shipped.write_text("{not json", encoding="utf-8")
+    damaged = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False)
+    damaged.bytecode_cache = ShippedTemplates(None, shipped, damaged)
+    assert damaged.get_template("t.j2").render(x=1) == "1 shipped"

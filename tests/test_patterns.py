@@ -19,6 +19,7 @@ import pytest
 
 from kbdebug import normalise, scan
 from kbdebug.core import frames, phrases, shapes
+from kbdebug.core.lazy import LazyPattern, compiled
 from kbdebug.kb import load_kb
 from kbdebug.kb.patterns import compile_pattern, super_linear_reason
 from kbdebug.parse import walk
@@ -30,14 +31,18 @@ BOUND = 64
 
 
 def module_patterns(*modules: ModuleType) -> Iterator[tuple[str, re.Pattern[str]]]:
+    """Every pattern a module defines, compiled now where it is compiled when first used (kbdebug.core.lazy)."""
+    kinds = (re.Pattern, LazyPattern)
     for mod in modules:
         for name, val in vars(mod).items():
-            if isinstance(val, re.Pattern):
-                yield f"{mod.__name__}.{name}", val
-            elif isinstance(val, list):  # the scanner's (pattern, group) prefix table
+            if isinstance(val, kinds):
+                yield f"{mod.__name__}.{name}", compiled(val)
+            elif isinstance(val, list):  # the scanner's (pattern, group) prefix table, normalise's prefixes
                 for i, item in enumerate(val):
-                    if isinstance(item, tuple) and item and isinstance(item[0], re.Pattern):
-                        yield f"{mod.__name__}.{name}[{i}]", item[0]
+                    if isinstance(item, tuple) and item and isinstance(item[0], kinds):
+                        yield f"{mod.__name__}.{name}[{i}]", compiled(item[0])
+                    elif isinstance(item, kinds):
+                        yield f"{mod.__name__}.{name}[{i}]", compiled(item)
 
 
 class Anchored:

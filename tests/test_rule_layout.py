@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 
 from kbdebug.authoring.lint import lint_directory
@@ -154,3 +156,54 @@ def test_an_example_that_is_not_text_is_a_lint_problem_not_a_traceback(tmp_path:
     assert len(problems) == 1 and "examples/negative: an example is not UTF-8 text" in problems[0], problems
     proc = run_cli("explain", "--format", "json", "--kb", str(tmp_path), "-", stdin=POSITIVE.encode())
     assert b'"rule": "shm_user_rule"' in proc.stdout  # the rule still diagnoses: examples are not read to diagnose
+
+
+def test_the_shipped_rules_are_what_their_files_say_now() -> None:
+    """knowledge/rules.json holds each bundled rule folder as read from its files (a run with no cache then parses
+    no TOML): `python -m kbdebug.kb` writes it after a rule is edited."""
+    import json
+
+    from kbdebug._resources import data_dir
+    from kbdebug.kb import shipped
+
+    on_disk = json.loads((data_dir("knowledge") / shipped.FILE).read_text(encoding="utf-8"))
+    assert on_disk == json.loads(json.dumps(shipped.snapshot())), "knowledge/rules.json is stale: run `python -m kbdebug.kb` and commit it"
+
+
+def test_an_edited_bundled_rule_is_read_from_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped data is used only for the very bytes it was read from: an edited rule.toml or guide.md is read
+    from the files, a damaged entry costs the reading, and either way the rule is what its files say."""
+    from kbdebug._resources import data_dir
+    from kbdebug.kb import loader, shipped
+
+    path = data_dir("knowledge") / "other" / "rule.toml"
+    toml = path.read_bytes()
+    shipped_data = shipped.read(path, toml)
+    assert shipped_data is not None and shipped_data == loader._read_files(path, toml)[0]
+    assert shipped.read(path, toml + b"\n# edited\n") is None
+    folder = tmp_path / "other"
+    shutil.copytree(path.parent, folder)
+    (folder / "guide.md").write_text((folder / "guide.md").read_text(encoding="utf-8") + "\nEdited.\n", encoding="utf-8")
+    assert shipped.read(folder / "rule.toml", toml) is None  # the same rule.toml, another guide
+    edited = toml.replace(b'title = "', b'title = "EDITED ', 1)
+    assert edited != toml
+    rule = loader.load_rule(path, edited, bundled=True)
+    assert rule.title.startswith("EDITED ")
+    monkeypatch.setattr(
+        shipped, "_shipped", lambda: {"other": {"hash": shipped.digest(toml, (path.parent / "guide.md").read_bytes()), "data": []}}
+    )
+    assert shipped.read(path, toml) is None
+    assert loader.load_rule(path, toml, bundled=True).title == loader.load_rule(path, toml).title
+
+
+def test_a_pattern_s_texts_are_shipped_by_the_pattern_itself() -> None:
+    """The texts every match of a bundled pattern holds travel in knowledge/rules.json, keyed by the pattern: an
+    edited or a user's pattern is read off the pattern itself."""
+    from kbdebug.core import phrases
+    from kbdebug.kb import shipped
+
+    bundled = next(rule for rule in load_kb().rules if rule.indicators)
+    pattern = bundled.indicators[0].pattern
+    assert pattern in shipped._texts() and shipped.required_texts(pattern) == phrases.required_texts(pattern)
+    mine = r"my own (?:wording|phrase) of \d+ things"
+    assert mine not in shipped._texts() and shipped.required_texts(mine) == frozenset({"my own wording of ", "my own phrase of "})

@@ -14,8 +14,8 @@ A rule's own facts (its `facts` templates and its patterns' named groups) are de
 are strings; they are not listed here.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the declarations are read at run time (`declarations`), and
+# typing would compile each of some 200 string annotations back into a type (a fifth of reading them).
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -381,8 +381,10 @@ def declarations() -> dict[str, tuple[Any, Fact]]:
     return out
 
 
+@cache
 def declared_by(*producers: str) -> frozenset[str]:
-    """The facts any of `producers` makes (a record kind also makes those every record makes: `records`)."""
+    """The facts any of `producers` makes (a record kind also makes those every record makes: `records`).
+    Kept once asked: each of a rule's matches asks it when the rule is validated."""
     wanted = set(producers)
     if wanted & set(get_args(Producer)) - {"live", "match", "caller", "context", "guard", "kbdebug"}:
         wanted.add("records")

@@ -52,7 +52,7 @@ _PLANS: dict[int, tuple[Match, _Plan]] = {}
 def _plan(m: Match) -> _Plan:
     kept = _PLANS.get(id(m))
     if kept is None or kept[0] is not m:
-        needs = m._needs or {}
+        needs = m.needs
         plan = _Plan(
             tuple((name, needs.get(p), _rx(p)) for name, p in m.fields.items()),
             tuple((name, needs.get(p), _rx(p)) for name, p in m.absent.items()),
@@ -95,7 +95,7 @@ def captured(m: Match, rec: Record) -> dict[str, str]:
 
 class _KindIndex(NamedTuple):
     """The templates of one record kind, found by text: each template is listed under the texts one of which its
-    most telling field must hold (`Match._needs`), so a record is tried only against the templates whose text its
+    most telling field must hold (`Match.needs`), so a record is tried only against the templates whose text its
     fields hold, in rule order, and those that need no text. A record of a common kind (an exception) would
     otherwise be tried against a hundred templates."""
 
@@ -210,7 +210,7 @@ def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
     if kept is None or kept[0] is not rule:
         phrases = []
         for ind in rule.indicators:
-            required = ind._required
+            required = ind.required
             folded = None if required is None else frozenset(t.lower() for t in required)
             phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded, _head(ind.lead)))
         kept = _PHRASES[id(rule)] = (rule, tuple(phrases))

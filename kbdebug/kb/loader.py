@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +16,9 @@ from pydantic import ValidationError
 
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
+from kbdebug.kb import shipped
 from kbdebug.kb.layout import LayoutError, is_folder_rule, rule_data, rule_paths, rule_stamps
-from kbdebug.kb.model import Match, Rule
+from kbdebug.kb.model import BUNDLED, Match, Rule
 
 
 class RuleFileError(ValueError):
@@ -62,9 +64,9 @@ class KnowledgeBase:
         return rule is not None and tag in rule.tags
 
 
-def load_rule(path: Path, data: bytes | None = None, templates: bool = True) -> Rule:
+def load_rule(path: Path, data: bytes | None = None, bundled: bool = False) -> Rule:
     """The validated rule in `path`, or a RuleFileError naming its first problem (lint lists them all)."""
-    rule, problems, _ = read_rule_data(path, data, templates)
+    rule, problems, _ = read_rule_data(path, data, bundled)
     if rule is None or problems:
         more = f" (and {len(problems) - 1} more; `kbdebug rules lint {path.parent}` lists them)" if len(problems) > 1 else ""
         raise RuleFileError(f"{problems[0]}{more}")
@@ -77,42 +79,56 @@ def read_rule(path: Path, data: bytes | None = None) -> tuple[Rule | None, list[
     return rule, problems
 
 
-def read_rule_data(path: Path, data: bytes | None = None, templates: bool = True) -> tuple[Rule | None, list[str], dict[str, Any]]:
+def read_rule_data(path: Path, data: bytes | None = None, bundled: bool = False) -> tuple[Rule | None, list[str], dict[str, Any]]:
     """As read_rule, plus the file's parsed TOML, so that lint can look further into a rule the model rejects.
 
     Template syntax is checked here, not only by lint, so that a broken guide is never rendered with
-    jinja2's error in place of the user's text. `templates=False` leaves it to the tests (bundled rules:
-    every template is compiled and rendered by tests/test_rule_examples.py before a release).
+    jinja2's error in place of the user's text. `bundled=True` leaves that and the compiling of its patterns
+    to the tests (bundled rules: every template is compiled and rendered by tests/test_rule_examples.py, every
+    pattern compiled and timed by tests/test_patterns.py, before a release); what the model checks besides (the
+    record kinds, fields, facts) is checked all the same.
     """
-    try:  # only when a rule file is read: a cached knowledge base never needs it
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
-        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-
     try:
-        text = (path.read_bytes() if data is None else data).decode("utf-8")
-        parsed = tomllib.loads(text)
+        raw = path.read_bytes() if data is None else data
     except OSError as exc:
         return None, [f"{path}: cannot read: {exc.strerror or exc}"], {}
-    except UnicodeDecodeError as exc:
-        return None, [f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"], {}
-    except tomllib.TOMLDecodeError as exc:
-        return None, [f"{path}: not valid TOML: {exc}"], {}
-    try:
-        parsed = rule_data(path, parsed)
-    except LayoutError as exc:
-        return None, [str(exc)], parsed
+    shipped_data = shipped.read(path, raw) if bundled and is_folder_rule(path) else None
+    if shipped_data is not None:  # a bundled rule folder as its files were read before it was shipped
+        parsed = shipped_data
+    else:
+        parsed, problem = _read_files(path, raw)
+        if problem is not None:
+            return None, [problem], parsed
     rule = None
     try:
-        rule = Rule.model_validate(parsed)
+        rule = Rule.model_validate(parsed, context={BUNDLED: bundled})
         if is_folder_rule(path):
             rule.read_examples_from(path.parent)
         problems = []
     except ValidationError as exc:
         problems = [f"{path}: {line}" for line in validation_lines(exc)]
-    if templates:
+    if not bundled:
         problems += [f"{path}: {where}: {problem}" for where, problem in template_syntax_errors(parsed)]
     return (rule if not problems else None), problems, parsed
+
+
+def _read_files(path: Path, raw: bytes) -> tuple[dict[str, Any], str | None]:
+    """A rule's data read from its files (kbdebug.kb.layout.rule_data), and the problem found, if any."""
+    try:  # only when a rule file is read: a cached or shipped knowledge base never needs it
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
+        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+    try:
+        parsed = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return {}, f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+    except tomllib.TOMLDecodeError as exc:
+        return {}, f"{path}: not valid TOML: {exc}"
+    try:
+        return rule_data(path, parsed), None
+    except LayoutError as exc:
+        return parsed, str(exc)
 
 
 def validation_lines(exc: ValidationError) -> list[str]:
@@ -205,12 +221,20 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
         def build() -> KnowledgeBase:
             return _build(_read(paths), bundled)
 
-        kb = _MEMO[memo_key] = cached("knowledge", digest.hexdigest()[:24], KnowledgeBase, build)
+        kb = _MEMO[memo_key] = cached("knowledge", digest.hexdigest()[:24], KnowledgeBase, build, _settled)
         for line in kb.skipped:  # once per process and set of files, not once per diagnosed log
             print(f"kbdebug: warning: rule skipped: {line}", file=sys.stderr)
         for line in kb.replaced:  # allowed (a user's own wording of a cause), never silent
             print(f"kbdebug: note: {line}", file=sys.stderr)
     return kb
+
+
+def _settled(kb: KnowledgeBase) -> bytes:
+    """The knowledge base as kept in the cache: with what its rules read off their patterns when first used
+    read now, so that a run that loads it never reads them (kbdebug.kb.model.Rule.settle)."""
+    for rule in kb.rules:
+        rule.settle()
+    return pickle.dumps(kb, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _read(paths: list[Path]) -> list[tuple[Path, bytes]]:
@@ -228,7 +252,8 @@ def _build(files: list[tuple[Path, bytes]], bundled: Path) -> KnowledgeBase:
     kb = KnowledgeBase()
     for path, data in files:
         try:
-            rule = load_rule(path, data, templates=bundled not in path.parents)  # parsing ~200 templates: a fifth of a cold start
+            # parsing ~200 templates and compiling ~500 patterns: a third of loading the rules with no cache
+            rule = load_rule(path, data, bundled=bundled in path.parents)
         except RuleFileError as exc:
             if bundled in path.parents:
                 raise

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from kbdebug.core.facts import declared_by
-from kbdebug.core.phrases import canonical_text, may_hold, required_texts
+from kbdebug.core.phrases import canonical_text, may_hold
 from kbdebug.kb.layout import read_examples
 from kbdebug.kb.patterns import check_pattern
+from kbdebug.kb.shipped import required_texts
 from kbdebug.records import record_field_names, record_kinds
 
 # A cached knowledge base is only unpickled, never validated, so a rule model's schema is built only
 # where a rule is validated (an uncached load, `rules lint`) or dumped (`rules show`).
 _CONFIG = ConfigDict(extra="forbid", defer_build=True)
+# The validation context of a bundled rule (kbdebug.kb.loader): its patterns are compiled and timed by the tests
+# (tests/test_patterns.py) before a release, so loading it does not compile some 500 patterns again: a match
+# compiles the few it runs. A user's rule is checked here, whatever its source.
+BUNDLED = "bundled"
+
+
+def _checked(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and bool(info.context.get(BUNDLED))
 
 
 # What rerunning the job does (rule-ids.md): "no" a bug in code or data fails the same way again; "smaller"
@@ -60,12 +69,11 @@ class Match(BaseModel):
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
     # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
     _inferred_from: tuple[str, ...] = PrivateAttr(default=())
-    # For each pattern, the texts one of which every match holds (read once, at load): a field holding
-    # none of them is not searched.
+    # For each pattern, the texts one of which every match holds: a field holding none of them is not searched.
+    # Read off a pattern the first time a record of the match's kind meets it (a log meets a fifth of the
+    # patterns: reading them all was a third of loading the rules with no cache), and all of them before
+    # the rules are kept in the cache (`settle`), so a cached run never reads them.
     _needs: dict[str, frozenset[str] | None] | None = PrivateAttr(default=None)
-
-    def model_post_init(self, context: Any, /) -> None:
-        self._needs = {p: required_texts(p) for p in (*self.fields.values(), *self.absent.values())}
 
     @property
     def inferred_from(self) -> list[str]:
@@ -73,7 +81,29 @@ class Match(BaseModel):
 
     def may_find(self, pattern: str, text: str) -> bool:
         """False only where `pattern` cannot match `text`: it lacks every text a match must hold."""
-        return may_hold((self._needs or {}).get(pattern), text)
+        try:
+            texts = self._needs[pattern]  # type: ignore[index]
+        except (KeyError, TypeError):
+            texts = self._read_needs(pattern)
+        return may_hold(texts, text)
+
+    def _read_needs(self, pattern: str) -> frozenset[str] | None:
+        if self._needs is None:
+            self._needs = {}
+        texts = self._needs[pattern] = required_texts(pattern)
+        return texts
+
+    @property
+    def needs(self) -> dict[str, frozenset[str] | None]:
+        """Each of its patterns' texts (None: a match may hold no fixed text), read now where not yet read."""
+        for pattern in (*self.fields.values(), *self.absent.values()):
+            if self._needs is None or pattern not in self._needs:
+                self._read_needs(pattern)
+        return self._needs or {}
+
+    def settle(self) -> None:
+        """Read every pattern's texts now (before the rules are kept in the cache)."""
+        self.needs  # noqa: B018  # read for its effect
 
     @field_validator("kind")
     @classmethod
@@ -96,7 +126,9 @@ class Match(BaseModel):
 
     @field_validator("fields", "absent")
     @classmethod
-    def _regexes_compile(cls, value: dict[str, str]) -> dict[str, str]:
+    def _regexes_compile(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if _checked(info):
+            return value
         for key, pattern in value.items():
             try:
                 check_pattern(pattern)
@@ -125,30 +157,43 @@ class Indicator(BaseModel):
 
     pattern: str
     weight: float = Field(0.6, gt=0.0, le=1.0)
-    # Read off the pattern once, when the rule is validated (the cached knowledge base keeps them):
-    # the fixed text it starts with, for a message cut off in the middle of it, and the texts one of
-    # which every match holds, so that a message holding none of them is not searched.
-    _lead: str = PrivateAttr(default="")
-    _required: frozenset[str] | None = PrivateAttr(default=None)
+    # Read off the pattern the first time a message is searched for it, and before the rules are kept in the
+    # cache (`settle`): the fixed text it starts with, for a message cut off in the middle of it, and the
+    # texts one of which every match holds, so that a message holding none of them is not searched. Most
+    # logs name their cause by a template and never search an indicator.
+    _read: tuple[str, frozenset[str] | None] | None = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any, /) -> None:
-        self._lead = canonical_text(self.pattern.removeprefix("(?i)"))
-        self._required = required_texts(self.pattern)
+    def _readings(self) -> tuple[str, frozenset[str] | None]:
+        if self._read is None:
+            self._read = (canonical_text(self.pattern.removeprefix("(?i)")), required_texts(self.pattern))
+        return self._read
 
     @property
     def lead(self) -> str:
-        return self._lead
+        return self._readings()[0]
+
+    @property
+    def required(self) -> frozenset[str] | None:
+        """Texts one of which every match holds; None: a match may hold no fixed text."""
+        return self._readings()[1]
 
     def may_match(self, text: str) -> bool:
-        return may_hold(self._required, text)
+        return may_hold(self.required, text)
 
     def may_match_folded(self, lowered: str) -> bool:
         """The same for a lower-cased text (a retyped or OCR'd message: `expected scaLar type Long`)."""
-        return self._required is None or any(t.lower() in lowered for t in self._required)
+        required = self.required
+        return required is None or any(t.lower() in lowered for t in required)
+
+    def settle(self) -> None:
+        """Read the pattern now (before the rules are kept in the cache)."""
+        self._readings()
 
     @field_validator("pattern")
     @classmethod
-    def _compiles(cls, value: str) -> str:
+    def _compiles(cls, value: str, info: ValidationInfo) -> str:
+        if _checked(info):
+            return value
         try:
             return check_pattern(value)
         except ValueError as exc:
@@ -201,6 +246,14 @@ class Rule(BaseModel):
         if self._examples_dir is None:
             return self.examples_table
         return Examples.model_validate(read_examples(Path(self._examples_dir)))
+
+    def settle(self) -> None:
+        """Read now what its matches and indicators otherwise read off their patterns when first used: a rule
+        about to be kept in the cache is read once, not again in every run that loads it."""
+        for m in self.match:
+            m.settle()
+        for ind in self.indicators:
+            ind.settle()
 
     def read_examples_from(self, folder: Path) -> None:
         """Take the examples from the files in a rule folder's examples/ (kbdebug.kb.layout)."""

@@ -25,7 +25,7 @@ from kbdebug._cache import cached, code_version
 from kbdebug.core import phrases
 from kbdebug.core.phrases import canonical_text, split_alternatives
 from kbdebug.parse import packaged
-from kbdebug.parse.grammar import COMMON, directive, files, folder, names, parser, source
+from kbdebug.parse.grammar import COMMON, directive, fast_parser, files, folder, names, parser, source
 
 T = TypeVar("T")
 
@@ -240,6 +240,25 @@ def _pick(candidates: list[frozenset[str] | None]) -> frozenset[str] | None:
 
 
 @cache
+def templates(name: str, rule: str = "start") -> frozenset[str]:
+    """The rules that are alternatives of `start` (the templates, or line kinds, of a grammar), or of `rule`.
+    Every reader's transformer asks it of its grammar: shipped, so that a line its LALR reader reads (a frame,
+    a CUDA error's hint) never needs the grammar's Earley parser built to tell what kind of line it was."""
+    return _derived(name, f"templates-{rule}", lambda: _templates(_rules_of(name), rule))
+
+
+def _rules_of(name: str) -> Lark:
+    """A parser holding grammar `name`'s rules: its LALR reader where that reads the whole grammar (it loads faster)."""
+    whole = directive(source(name), "lalr first") == ["start"]
+    fast = fast_parser(name) if whole else None
+    return fast if fast is not None else parser(name)
+
+
+def _templates(grammar: Lark, rule: str) -> frozenset[str]:
+    return frozenset(s.name for r in grammar.rules if r.origin.name == rule for s in r.expansion if not s.is_term)
+
+
+@cache
 def anchors(name: str, *only: str) -> Anchors:
     """Where a template of grammar `name` (or only one of the templates `only`) may start in a line."""
     direct, after = _derived(name, _anchors_key(only), lambda: _AnchorReader(parser(name)).read(only or None))
@@ -345,6 +364,7 @@ def packaged_readings() -> dict[Path, dict[str, Any]]:
             "line_start": _line_start(grammar),
             "texts": _required_texts(grammar),
             "needles": _needles(name),
+            "templates-start": _templates(grammar, "start"),
         }
         kinds = directive(source(name), "own line")
         if kinds:

@@ -14,7 +14,7 @@ from typing import Any
 
 from lark import Token, Transformer, Tree
 
-from kbdebug.parse.grammar import templates
+from kbdebug.parse.derive import templates
 
 Fields = dict[str, Any]
 

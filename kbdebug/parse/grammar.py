@@ -7,6 +7,7 @@ import hashlib
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import lark
 from lark import Lark, Tree
@@ -51,13 +52,51 @@ def directive(text: str, key: str) -> list[str] | None:
     return m.group(1).split("(")[0].split() if m else None
 
 
-def build(text: str) -> Lark:
+def build(text: str, name: str | None = None) -> Lark:
     """LALR where the grammar file says `// parser: lalr` (line formats without ambiguity: a tenth of the
-    cost to load and to parse); Earley where templates overlap and only a dynamic lexer can tell them apart."""
-    paths = [str(data_dir("grammars"))]
+    cost to load and to parse); Earley where templates overlap and only a dynamic lexer can tell them apart.
+    `name`: the grammar `text` is, whose folder may ship its LALR tables (`lalr`)."""
     if _is_lalr(text):
-        return Lark(text, parser="lalr", start="start", import_paths=paths)
-    return Lark(text, parser="earley", lexer="dynamic", start="start", import_paths=paths)
+        return lalr(text, "start", name) if name is not None else _build_lalr(text, "start")
+    return Lark(text, parser="earley", lexer="dynamic", start="start", import_paths=[str(data_dir("grammars"))])
+
+
+# Every LALR parser asked for in this process: (grammar, start) -> the text it is built from. What
+# `python -m kbdebug.parse` ships, and what tests/test_packaged.py checks is shipped.
+ASKED: dict[tuple[str, str], str] = {}
+
+
+def lalr(text: str, start: str, name: str) -> Lark:
+    """An LALR parser of `text` (grammar `name`'s own, or a reader of some of its line kinds built on it) from
+    rule `start`: read from the tables shipped in the grammar's folder where they were built from this very
+    text (kbdebug.parse.parser_cache.shipped: 3-4 ms), else built (15-30 ms)."""
+    ASKED[(name, start)] = text
+    key = parser_cache.table_key(text, source(COMMON))
+    return parser_cache.shipped(folder(name), f"{name}:{start}", key) or _build_lalr(text, start)
+
+
+def _build_lalr(text: str, start: str) -> Lark:
+    return Lark(text, parser="lalr", start=start, import_paths=[str(data_dir("grammars"))])
+
+
+def shipped_tables() -> dict[Path, dict[str, Any]]:
+    """What each format folder's parsers.json holds when it is current: the tables of every LALR parser the code
+    asks for now (each grammar's own, each Earley grammar's reader of its fixed line kinds), kept as they are
+    where they were built from the same text (lark numbers its states anew in each build). With no cache."""
+    for name in names():
+        if _is_lalr(source(name)):
+            parser(name)
+        else:
+            fast_parser(name)
+    files: dict[Path, dict[str, Any]] = {}
+    for (name, start), text in sorted(ASKED.items()):
+        where, parser_id = folder(name), f"{name}:{start}"
+        key = parser_cache.table_key(text, source(COMMON))
+        entry = parser_cache.shipped_entries(where).get(parser_id)
+        if not (isinstance(entry, dict) and entry.get("key") == key):
+            entry = {"key": key, "tables": parser_cache.tables(_build_lalr(text, start))}
+        files.setdefault(where / parser_cache.SHIPPED, {})[parser_id] = entry
+    return files
 
 
 @cache
@@ -71,7 +110,7 @@ def parser(name: str) -> Lark:
     text, common = source(name), source(COMMON)
     key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{text}|{common}".encode()).hexdigest()[:20]
     lalr = _is_lalr(text)
-    return cached(name, key, Lark, lambda: build(text), parser_cache.dumps, lambda data: parser_cache.loads(data, lalr))
+    return cached(name, key, Lark, lambda: build(text, name), parser_cache.dumps, lambda data: parser_cache.loads(data, lalr))
 
 
 FAST = "kbdebug_fast"  # the start rule of a grammar's LALR reader of its fixed line kinds
@@ -96,10 +135,9 @@ def fast_parser(name: str) -> Lark | None:
     else:
         fast, start = f"{text}\n{FAST}: {' | '.join(kinds)}\n", FAST
     key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{fast}|{source(COMMON)}".encode()).hexdigest()[:20]
-    paths = [str(data_dir("grammars"))]
 
     def build_fast() -> Lark:
-        return Lark(fast, parser="lalr", start=start, import_paths=paths)
+        return lalr(fast, start, name)
 
     return cached(f"{name}-fast", key, Lark, build_fast, parser_cache.dumps, lambda data: parser_cache.loads(data, True))
 
@@ -129,12 +167,3 @@ def first_alt(tree: Tree) -> Tree:
         if isinstance(child, Tree):
             return child
     return tree
-
-
-@cache
-def templates(name: str, rule: str = "start") -> frozenset[str]:
-    """The rules that are alternatives of `start` (the templates, or line kinds, of a grammar), or of `rule`."""
-    whole = directive(source(name), "lalr first") == ["start"]  # the LALR reader has the same rules, and loads faster
-    grammar = fast_parser(name) if whole else parser(name)
-    assert grammar is not None
-    return frozenset(s.name for r in grammar.rules if r.origin.name == rule for s in r.expansion if not s.is_term)

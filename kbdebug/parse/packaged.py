@@ -54,7 +54,8 @@ def reading(name: str, what: str, grammar_hash: str, code_hash: str) -> Any | No
 
 def encode(what: str, value: Any) -> Any:
     """A reading as JSON: anchors are (texts, {text: spaces}), texts are {kind: set of texts or None}, needles
-    are byte strings (kept byte for byte as Latin-1 text: a needle may cut a UTF-8 character)."""
+    are byte strings (kept byte for byte as Latin-1 text: a needle may cut a UTF-8 character), templates a set
+    of rule names."""
     if what == "needles":
         return [n.decode("latin-1") for n in value]
     if what == "texts":
@@ -62,6 +63,8 @@ def encode(what: str, value: Any) -> Any:
     if what.startswith("anchors-"):
         direct, after = value
         return [sorted(direct), dict(sorted(after.items()))]
+    if what.startswith("templates-"):
+        return sorted(value)
     return value
 
 
@@ -77,6 +80,10 @@ def decode(what: str, value: Any) -> Any:
     elif what.startswith("anchors-"):
         direct, after = value
         out = ([str(x) for x in direct], {str(k): bool(v) for k, v in after.items()})
+    elif what.startswith("templates-"):
+        if not isinstance(value, list):
+            raise ValueError(f"{what}: not a list")
+        out = frozenset(map(str, value))
     elif isinstance(value, str):
         out = value
     else:

@@ -4,19 +4,33 @@ grammars mean (kbdebug.parse.grammar).
 Lark's own `cache=True` is LALR-only. An Earley parser pickles once modules travel by name and its terminals
 travel as text: plain text is found with `str.startswith` and never compiled, a regex is compiled the first
 time the parser tries it. An LALR parser travels as lark's own serialised tables.
+
+LALR parsers also travel with the grammars: each format folder's `parsers.json` holds the tables of the LALR
+parsers built on its grammars (`python -m kbdebug.parse` writes them), as JSON, keyed by the very text they were
+built from and lark's version. Building one costs 15-30 ms, reading its tables 3-4 ms: a run with no cache (a
+first run, CI, a read-only home, `KBDEBUG_NO_CACHE=1`) pays that for each format its log holds. An edited
+grammar's tables no longer match its text and it is built again, as it would be with no file at all.
 """
 
 from __future__ import annotations
 
 import copyreg
+import hashlib
 import importlib
 import io
+import json
 import pickle
 import re
 import sys
 import types
+from functools import cache
+from pathlib import Path
+from typing import Any
 
+import lark
 from lark import Lark
+from lark.grammar import Rule
+from lark.lexer import TerminalDef
 
 
 def dumps(obj: Lark) -> bytes:
@@ -105,3 +119,78 @@ class Found:
 def loads(data: bytes, lalr: bool) -> Lark:
     """A parser written by `dumps`."""
     return Lark.load(io.BytesIO(data)) if lalr else pickle.loads(data)
+
+
+SHIPPED = "parsers.json"  # in each format folder
+TABLES = "tables-1"  # the shape this code writes the tables in: raise it when that changes
+
+
+def table_key(text: str, common: str) -> str:
+    """What a shipped parser was built from: the grammar text as given to lark (line ends as in the wheel), the
+    shared terminals it imports, and lark's version (its own `common` grammar and its tables' shape)."""
+    whole = f"{TABLES}|{lark.__version__}|{text}|{common}".replace("\r\n", "\n")
+    return hashlib.sha256(whole.encode()).hexdigest()[:20]
+
+
+@cache
+def shipped_file(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / SHIPPED).read_text(encoding="utf-8"), object_hook=_decoded)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def shipped_entries(folder: Path) -> dict[str, Any]:
+    """The entries of `folder`'s parsers.json as written (their tables still encoded): what regenerating keeps."""
+    try:
+        data = json.loads((folder / SHIPPED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def shipped(folder: Path, parser_id: str, key: str) -> Lark | None:
+    """The LALR parser `parser_id` (`grammar:start`) from the tables shipped in `folder`, when they were built from
+    what `key` says (`table_key`); None otherwise, or when they cannot be read (a damaged file costs the build)."""
+    entry = shipped_file(folder).get(parser_id)
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return None
+    try:
+        return Lark.load(entry["tables"])
+    except Exception:  # whatever a hand-edited or truncated file holds: the parser is built instead
+        return None
+
+
+def tables(parser: Lark) -> Any:
+    """An LALR parser's tables as JSON (what `shipped` reads back)."""
+    data, memo = parser.memo_serialize([TerminalDef, Rule])
+    data["options"] = {**data["options"], "import_paths": []}  # a checkout's own paths: loading needs none
+    return _encode({"data": data, "memo": memo})
+
+
+# lark's tables hold tuples and dicts keyed by numbers: JSON has neither, so they travel tagged.
+_TUPLE, _ITEMS = "\u0000tuple", "\u0000items"
+
+
+def _encode(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj):
+            return {k: _encode(v) for k, v in obj.items()}
+        return {_ITEMS: [[_encode(k), _encode(v)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {_TUPLE: [_encode(v) for v in obj]}
+    if isinstance(obj, list):
+        return [_encode(v) for v in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    raise TypeError(f"cannot ship a {type(obj).__name__} in a parser's tables")
+
+
+def _decoded(obj: dict[str, Any]) -> Any:
+    """One JSON object of `_encode`'s back as it was (json calls it innermost first, so a tuple key is a tuple)."""
+    if _TUPLE in obj:
+        return tuple(obj[_TUPLE])
+    if _ITEMS in obj:
+        return {(tuple(k) if isinstance(k, list) else k): v for k, v in obj[_ITEMS]}
+    return obj

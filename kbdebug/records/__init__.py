@@ -8,8 +8,7 @@ errors and the message templates here), and this package's namespace holds them 
 `kbdebug.records`, and each kind declares the facts it says beside its fields (kbdebug.core.facts declares which).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 import re
 from functools import cache
 from typing import Annotated, Literal, cast, get_args
@@ -419,8 +418,10 @@ def record_kinds() -> tuple[str, ...]:
     return tuple(record_classes())
 
 
+@cache
 def record_field_names(kind: str) -> frozenset[str]:
-    """What a rule's match may read off a record of `kind`: its fields and its properties (`folded_message`)."""
+    """What a rule's match may read off a record of `kind`: its fields and its properties (`folded_message`).
+    Kept once asked: each of a rule's matches asks it when the rule is validated."""
     cls = record_classes()[kind]
     props = {
         name

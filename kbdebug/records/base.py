@@ -1,7 +1,6 @@
 """The base of every record kind: where its evidence is in the log, and the facts it says."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict

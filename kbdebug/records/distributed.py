@@ -1,7 +1,6 @@
 """Distributed failures: NCCL's own reports (watchdog timeouts, errors, aborts) and the rows of torchrun's failure table."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 from typing import Any, Literal
 
 from pydantic import ConfigDict, field_validator

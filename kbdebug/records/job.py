@@ -1,8 +1,7 @@
 """Records of how a job ended, beyond its kernels: the exit status or signal a shell, a launcher, a
 scheduler or `kbdebug run` itself reports. One vocabulary whoever reports it, so one rule reads them all."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 from typing import Literal
 
 from kbdebug.core.facts import Facts

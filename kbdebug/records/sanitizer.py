@@ -1,8 +1,7 @@
 """compute-sanitizer / cuda-memcheck reports: one record per error report (its location, thread, block and
 access), and the tool's closing summary."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict

@@ -1,8 +1,7 @@
 """A training run's own progress output: the first line whose loss is not a number (no exception needed: a
 run whose loss turned NaN goes on printing it, or stops with its own message)."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: pydantic reads these annotations as types, not strings it compiles.
 from typing import Literal
 
 from kbdebug.core.facts import Facts

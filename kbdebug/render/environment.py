@@ -5,26 +5,30 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from kbdebug.core.templating import bytecode_cache, code_span
+from kbdebug.core.templating import ShippedTemplates, bytecode_cache, code_span
+
+COMPILED = Path(__file__).resolve().parent / "templates" / "compiled.json"  # python -m kbdebug.render writes it
 
 
 @cache
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("kbdebug", "render/templates"),
-        bytecode_cache=bytecode_cache(),
         undefined=jinja2.ChainableUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        optimized=False,  # constant folding at compile time: a quarter of compiling a template, for no constant to fold
     )
     env.filters["md_inline"] = _md_inline
     env.filters["md_code"] = md_code
     env.globals["md_fence"] = md_fence
+    env.bytecode_cache = ShippedTemplates(bytecode_cache(), COMPILED, env)  # set last: it reads the filters
     return env
 
 

@@ -10,9 +10,8 @@ from typing import Any
 from lark import Token
 
 from kbdebug.normalise import Line
-from kbdebug.parse.derive import anchors
+from kbdebug.parse.derive import anchors, templates
 from kbdebug.parse.fields import Fields, FieldTransformer, merge, unquote
-from kbdebug.parse.grammar import templates
 from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, SanitizerFrame, SanitizerReport, SanitizerSummary
