@@ -342,3 +342,24 @@ def test_a_message_value_is_read_whole_by_both_parsers(text: str, key: str, expe
     for tree in trees:
         assert tree is not None
         assert MessageTree().transform(tree)["values"][key] == expected
+
+
+@pytest.mark.parametrize("grammar", [g for g in names() if fast_parser(g) is not None or "lalr" in (directive(source(g), "parser") or [])])
+def test_an_lalr_parser_read_back_from_the_cache_parses_as_the_one_it_was(grammar: str) -> None:
+    """LALR parsers are pickled whole (their actions, compared by identity, travel by name): read back, each gives
+    every case line and rule example line the tree the parser it was written from gives, and fails alike."""
+    from kbdebug.parse.parser_cache import loads
+
+    kept = fast_parser(grammar) or parser(grammar)
+    read_back = loads(dumps(kept), True)
+    lines = [line for g, _, line in CASES if g == grammar] + _example_lines()[:400]
+    for line in lines:
+        try:
+            want = kept.parse(line.strip())
+        except LarkError:
+            want = None
+        try:
+            got = read_back.parse(line.strip())
+        except LarkError:
+            got = None
+        assert got == want, line
