@@ -8,7 +8,7 @@ from functools import cache
 from typing import Any, NamedTuple, cast
 
 from kbdebug.core.facts import Facts, merge
-from kbdebug.core.phrases import may_hold, texts_score
+from kbdebug.core.phrases import may_hold, required_texts, texts_score
 from kbdebug.core.stamps import Stamp, earliest
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
@@ -190,6 +190,9 @@ def _head(lit: str) -> str:
     return lit[: max(MIN_CUT_PHRASE, len(lit) // 3)]
 
 
+_CASELESS = "(?i)"
+
+
 class _Phrase(NamedTuple):
     """An indicator as `indicator_score` reads it, its private attributes copied out once: reading them off
     the model on every record was most of the cost of inferring a cause (a retry loop infers thousands)."""
@@ -211,7 +214,10 @@ def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
         phrases = []
         for ind in rule.indicators:
             required = ind.required
-            folded = None if required is None else frozenset(t.lower() for t in required)
+            # a pattern that ignores case holds its texts in any case: lower-cased, they are in the lower-cased text
+            caseless = required_texts(ind.pattern[len(_CASELESS) :]) if ind.pattern.startswith(_CASELESS) else None
+            texts = required if required is not None else caseless
+            folded = None if texts is None else frozenset(t.lower() for t in texts)
             phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded, _head(ind.lead)))
         kept = _PHRASES[id(rule)] = (rule, tuple(phrases))
     return kept[1]
@@ -253,9 +259,11 @@ def indicator_score(rule: Rule, text: str, lowered: str | None = None, heard: _H
     for ind in _phrases(rule):
         if heard is not None and not heard.may_speak(ind):
             continue
-        m = _rx(ind.pattern).search(text) if may_hold(ind.required, text) else None
-        if m is None and (ind.folded is None or any(t in lowered for t in ind.folded)):
-            m = _rx("(?i)" + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
+        caseless = ind.pattern.startswith(_CASELESS)
+        may_fold = ind.folded is None or any(t in lowered for t in ind.folded)
+        m = _rx(ind.pattern).search(text) if (may_fold if caseless else may_hold(ind.required, text)) else None
+        if m is None and not caseless and may_fold:
+            m = _rx(_CASELESS + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
