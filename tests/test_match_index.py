@@ -1,0 +1,54 @@
+"""The match stage's shortcuts find what trying everything finds: a record is tried only against the templates
+whose needed text its fields hold (kbdebug.diagnoser.match._KindIndex), and a rule's indicator phrases are looked
+for only where one pass says the error may hold them (_Heard). Both are filters in front of the same tests, so
+on every rule example's records the rule chosen, its template and the phrases found must be the same without them."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbdebug._resources import data_dir
+from kbdebug.diagnoser import match
+from kbdebug.kb.loader import load_kb
+from kbdebug.parse import parse_regions
+from kbdebug.parse.needles import needles
+from kbdebug.records import Record
+from kbdebug.scan import scan_text
+
+
+def _records() -> list[Record]:
+    out: list[Record] = []
+    for path in sorted(data_dir("knowledge").glob("*/examples/*/*.log")):
+        out += parse_regions(scan_text(path.read_text(encoding="utf-8", errors="replace"), needles))
+    return out
+
+
+def _chosen(records: list[Record]) -> list[tuple[str, str, tuple[str, ...]] | None]:
+    kb = load_kb()
+    out: list[tuple[str, str, tuple[str, ...]] | None] = []
+    for rec in records:
+        found = match.best_rule(rec, kb)
+        out.append(None if found is None else (found[0].id, repr(found[1].fields), tuple(found[1].inferred_from)))
+    return out
+
+
+def test_the_shortcuts_choose_what_trying_every_template_and_phrase_chooses(monkeypatch: pytest.MonkeyPatch) -> None:
+    records = _records()
+    assert len(records) > 500
+    with_index = _chosen(records)
+    assert sum(c is not None for c in with_index) > 400  # the examples are mostly diagnosed: the test has teeth
+
+    def every_template(kb: object, kind: str) -> match._KindIndex:
+        entries = tuple(kb.templates_of(kind))  # type: ignore[attr-defined]
+        return match._KindIndex(entries, frozenset(range(len(entries))), ())
+
+    def every_phrase(kb: object, text: str, lowered: str) -> match._Heard:
+        class Everything(match._Heard):
+            def may_speak(self, ind: match._Phrase) -> bool:
+                return True
+
+        return Everything(frozenset(), frozenset())
+
+    monkeypatch.setattr(match, "_kind_index", every_template)
+    monkeypatch.setattr(match, "_heard", every_phrase)
+    assert _chosen(records) == with_index
