@@ -9,7 +9,7 @@ import pytest
 
 from kbdebug._resources import data_dir
 from kbdebug.diagnoser import match
-from kbdebug.kb.loader import load_kb
+from kbdebug.kb.loader import KnowledgeBase, load_kb
 from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
 from kbdebug.records import Record
@@ -38,12 +38,15 @@ def test_the_shortcuts_choose_what_trying_every_template_and_phrase_chooses(monk
     with_index = _chosen(records)
     assert sum(c is not None for c in with_index) > 400  # the examples are mostly diagnosed: the test has teeth
 
-    def every_template(kb: object, kind: str) -> match._KindIndex:
-        entries = tuple(kb.templates_of(kind))  # type: ignore[attr-defined]
+    def every_template(kb: KnowledgeBase, kind: str) -> match._KindIndex:
+        entries = tuple((rule, m) for rule in kb.rules for m in rule.match if m.kind == kind)
         return match._KindIndex(entries, frozenset(range(len(entries))), ())
 
-    def every_phrase(kb: object, text: str, lowered: str) -> match._Heard:
+    def every_phrase(kb: KnowledgeBase, text: str, lowered: str) -> match._Heard:
         class Everything(match._Heard):
+            def may_fold(self, ind: match._Phrase) -> bool:  # each phrase's texts looked for in the text itself
+                return ind.folded is None or any(t in lowered for t in ind.folded)
+
             def may_speak(self, ind: match._Phrase) -> bool:
                 return True
 

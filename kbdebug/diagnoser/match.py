@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Hashable, Sequence, Set
 from functools import cache
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from kbdebug.core.facts import Facts, merge
 from kbdebug.core.phrases import may_hold, required_texts, texts_score
@@ -17,6 +17,18 @@ from kbdebug.kb.patterns import Pattern, compile_pattern
 from kbdebug.records import Record
 
 DEVICE_KINDS = ("kernel_assert", "sanitizer")
+T = TypeVar("T")
+
+
+def _kept(table: dict[Hashable, tuple[object, Any]], owner: object, make: Callable[[], T], *more: Hashable) -> T:
+    """`make()`, made once per `owner` (a rule, a template, a knowledge base: compared by identity, so an object
+    built again in its place is read again) and `more`: what the match stage reads off the models, kept in the
+    shape its loops run over."""
+    key = (id(owner), *more)
+    kept = table.get(key)
+    if kept is None or kept[0] is not owner:
+        kept = table[key] = (owner, make())
+    return cast(T, kept[1])
 
 
 @cache
@@ -46,19 +58,18 @@ class _Plan(NamedTuple):
     absent: tuple[tuple[str, frozenset[str] | None, Pattern], ...]
 
 
-_PLANS: dict[int, tuple[Match, _Plan]] = {}
+_PLANS: dict[Hashable, tuple[object, Any]] = {}
 
 
 def _plan(m: Match) -> _Plan:
-    kept = _PLANS.get(id(m))
-    if kept is None or kept[0] is not m:
+    def make() -> _Plan:
         needs = m.needs
-        plan = _Plan(
+        return _Plan(
             tuple((name, needs.get(p), _rx(p)) for name, p in m.fields.items()),
             tuple((name, needs.get(p), _rx(p)) for name, p in m.absent.items()),
         )
-        kept = _PLANS[id(m)] = (m, plan)
-    return kept[1]
+
+    return _kept(_PLANS, m, make)
 
 
 def _found(test: tuple[str, frozenset[str] | None, Pattern], rec: Record, texts: dict[str, str | None]) -> bool | None:
@@ -104,13 +115,12 @@ class _KindIndex(NamedTuple):
     keyed: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...]  # field -> (text, templates)
 
 
-_KINDS: dict[tuple[int, str], tuple[KnowledgeBase, _KindIndex]] = {}
+_KINDS: dict[Hashable, tuple[object, Any]] = {}
 
 
 def _kind_index(kb: KnowledgeBase, kind: str) -> _KindIndex:
-    kept = _KINDS.get((id(kb), kind))
-    if kept is None or kept[0] is not kb:
-        entries = tuple(kb.templates_of(kind))
+    def make() -> _KindIndex:
+        entries = tuple((rule, m) for rule in kb.rules for m in rule.match if m.kind == kind)
         always: set[int] = set()
         keyed: dict[str, dict[str, list[int]]] = {}
         for i, (_, m) in enumerate(entries):
@@ -121,11 +131,11 @@ def _kind_index(kb: KnowledgeBase, kind: str) -> _KindIndex:
             name, needs = max(tests, key=lambda test: texts_score(test[1]))
             for text in needs:
                 keyed.setdefault(name, {}).setdefault(text, []).append(i)
-        index = _KindIndex(
+        return _KindIndex(
             entries, frozenset(always), tuple((name, tuple((t, tuple(ix)) for t, ix in by.items())) for name, by in keyed.items())
         )
-        kept = _KINDS[(id(kb), kind)] = (kb, index)
-    return kept[1]
+
+    return _kept(_KINDS, kb, make, kind)
 
 
 def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
@@ -203,24 +213,24 @@ class _Phrase(NamedTuple):
     required: frozenset[str] | None
     folded: frozenset[str] | None  # the required texts lower-cased
     head: str  # what a text cut inside the phrase ends with at least (`_cut_phrase`)
+    caseless: bool  # the pattern ignores case itself
 
 
-_PHRASES: dict[int, tuple[Rule, tuple[_Phrase, ...]]] = {}
+_PHRASES: dict[Hashable, tuple[object, Any]] = {}
 
 
 def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
-    kept = _PHRASES.get(id(rule))
-    if kept is None or kept[0] is not rule:
+    def make() -> tuple[_Phrase, ...]:
         phrases = []
         for ind in rule.indicators:
-            required = ind.required
+            required, caseless = ind.required, ind.pattern.startswith(_CASELESS)
             # a pattern that ignores case holds its texts in any case: lower-cased, they are in the lower-cased text
-            caseless = required_texts(ind.pattern[len(_CASELESS) :]) if ind.pattern.startswith(_CASELESS) else None
-            texts = required if required is not None else caseless
+            texts = required_texts(ind.pattern[len(_CASELESS) :]) if caseless and required is None else required
             folded = None if texts is None else frozenset(t.lower() for t in texts)
-            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded, _head(ind.lead)))
-        kept = _PHRASES[id(rule)] = (rule, tuple(phrases))
-    return kept[1]
+            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded, _head(ind.lead), caseless))
+        return tuple(phrases)
+
+    return _kept(_PHRASES, rule, make)
 
 
 class _Heard(NamedTuple):
@@ -231,38 +241,39 @@ class _Heard(NamedTuple):
     present: frozenset[str]
     heads: frozenset[str]
 
+    def may_fold(self, ind: _Phrase) -> bool:
+        """Whether the lower-cased text holds one of the phrase's texts (or the phrase has none to hold)."""
+        return ind.folded is None or not ind.folded.isdisjoint(self.present)
+
     def may_speak(self, ind: _Phrase) -> bool:
-        return ind.folded is None or not ind.folded.isdisjoint(self.present) or ind.head in self.heads
+        return self.may_fold(ind) or ind.head in self.heads
 
 
-_TEXTS: dict[int, tuple[KnowledgeBase, frozenset[str], frozenset[str], int]] = {}
+_TEXTS: dict[Hashable, tuple[object, Any]] = {}
 
 
 def _heard(kb: KnowledgeBase, text: str, lowered: str) -> _Heard:
-    kept = _TEXTS.get(id(kb))
-    if kept is None or kept[0] is not kb:
+    def make() -> tuple[frozenset[str], frozenset[str], int]:
         phrases = [ind for rule in kb.rules for ind in _phrases(rule)]
         texts = frozenset(t for ind in phrases for t in ind.folded or ())
-        heads = frozenset(ind.head for ind in phrases)
-        kept = _TEXTS[id(kb)] = (kb, texts, heads, max((len(ind.lead) for ind in phrases), default=0))
-    _, texts, heads, longest = kept
+        return texts, frozenset(ind.head for ind in phrases), max((len(ind.lead) for ind in phrases), default=0)
+
+    texts, heads, longest = _kept(_TEXTS, kb, make)
     end = text.rstrip()[-longest:] if longest else ""
     return _Heard(frozenset(t for t in texts if t in lowered), frozenset(h for h in heads if h in end))
 
 
-def indicator_score(rule: Rule, text: str, lowered: str | None = None, heard: _Heard | None = None) -> tuple[float, list[str]]:
+def indicator_score(rule: Rule, text: str, heard: _Heard) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
-    their letters' case; `lowered` is the text lower-cased and `heard` what it may hold, when the caller has
-    them); a phrase the text ends in the middle of counts in proportion to how much of it is there."""
+    their letters' case; `heard`: what of the phrases it may hold); a phrase the text ends in the middle of
+    counts in proportion to how much of it is there."""
     miss, found = 1.0, []
-    lowered = text.lower() if lowered is None else lowered
     for ind in _phrases(rule):
-        if heard is not None and not heard.may_speak(ind):
+        if not heard.may_speak(ind):
             continue
-        caseless = ind.pattern.startswith(_CASELESS)
-        may_fold = ind.folded is None or any(t in lowered for t in ind.folded)
-        m = _rx(ind.pattern).search(text) if (may_fold if caseless else may_hold(ind.required, text)) else None
-        if m is None and not caseless and may_fold:
+        may_fold = heard.may_fold(ind)
+        m = _rx(ind.pattern).search(text) if (may_fold if ind.caseless else may_hold(ind.required, text)) else None
+        if m is None and not ind.caseless and may_fold:
             m = _rx(_CASELESS + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
         if m:
             miss *= 1.0 - ind.weight
@@ -279,12 +290,9 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
     if text is None:
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
-    lowered = text.lower()
-    heard = _heard(kb, text, lowered)
+    heard = _heard(kb, text, text.lower())
     for rule in kb.rules:
-        if not any(heard.may_speak(ind) for ind in _phrases(rule)):
-            continue
-        score, found = indicator_score(rule, text, lowered, heard)
+        score, found = indicator_score(rule, text, heard)
         if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
             best = (score, rule.priority, rule, found)
     if best is None:

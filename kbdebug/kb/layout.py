@@ -38,8 +38,7 @@ class LayoutError(ValueError):
 
 def rule_paths(directory: Path) -> list[Path]:
     """The rules in a directory: each folder's `rule.toml` and each single-file `*.toml`, by name."""
-    found = [p for p in directory.glob("*.toml") if p.is_file()]
-    found += [p for p in directory.glob(f"*/{RULE_FILE}") if p.is_file()]
+    found = [Path(rule) for rule, _ in _rule_files(str(directory), os.stat(directory).st_mtime_ns) if os.path.isfile(rule)]
     return sorted(found, key=lambda p: (p.parent.name if p.name == RULE_FILE else p.stem, str(p)))
 
 
@@ -49,34 +48,36 @@ def rule_stamps(directory: Path) -> list[tuple[str, int, int]]:
     diagnoses log after log asks for it each time, so it costs a stat per file: which files there are is read
     again only when the directory's own time of change says an entry was added, removed or renamed."""
     out: list[tuple[str, int, int]] = []
-    rule = False
-    for guide, name in _rule_file_names(str(directory), os.stat(directory).st_mtime_ns):
-        if guide and not rule:
-            continue  # a folder without a rule.toml is no rule
+    for rule, guide in _rule_files(str(directory), os.stat(directory).st_mtime_ns):
         try:
-            st = os.stat(name)
+            st = os.stat(rule)
         except OSError:
-            rule = False
-            if guide:
-                out.append((name, -1, -1))
-            continue
-        rule = True
-        out.append((name, st.st_size, st.st_mtime_ns))
+            continue  # a folder without a rule.toml is no rule
+        out.append((rule, st.st_size, st.st_mtime_ns))
+        if guide is not None:
+            try:
+                st = os.stat(guide)
+                out.append((guide, st.st_size, st.st_mtime_ns))
+            except OSError:
+                out.append((guide, -1, -1))
     return out
 
 
 @lru_cache(maxsize=32)
-def _rule_file_names(directory: str, mtime_ns: int) -> tuple[tuple[int, str], ...]:
-    """The files a rule in `directory` may be read from, as it was listed at that time of change: (0, a rule
-    file) and, after a folder's rule.toml, (1, its guide)."""
-    names: list[tuple[int, str]] = []
+def _rule_files(directory: str, mtime_ns: int) -> tuple[tuple[str, str | None], ...]:
+    """(rule file, its guide or None) for every rule `directory` may hold, as it was listed at that time of
+    change: each folder's rule.toml and guide.md, each single-file `*.toml` (names starting with a dot are
+    not listed, as a glob does not)."""
+    files: list[tuple[str, str | None]] = []
     with os.scandir(directory) as entries:
         for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
             if entry.is_dir():
-                names += [(0, f"{entry.path}{os.sep}{RULE_FILE}"), (1, f"{entry.path}{os.sep}{GUIDE_FILE}")]
+                files.append((f"{entry.path}{os.sep}{RULE_FILE}", f"{entry.path}{os.sep}{GUIDE_FILE}"))
             elif entry.name.endswith(".toml") and entry.is_file():
-                names.append((0, entry.path))
-    return tuple(names)
+                files.append((entry.path, None))
+    return tuple(files)
 
 
 def is_folder_rule(path: Path) -> bool:

@@ -18,7 +18,7 @@ from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 from kbdebug.kb import shipped
 from kbdebug.kb.layout import LayoutError, is_folder_rule, rule_data, rule_paths, rule_stamps
-from kbdebug.kb.model import BUNDLED, Match, Rule
+from kbdebug.kb.model import BUNDLED, Rule
 
 
 class RuleFileError(ValueError):
@@ -32,18 +32,6 @@ class KnowledgeBase:
     sources: dict[str, Path] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # one line per broken user rule file
     replaced: list[str] = field(default_factory=list)  # one line per user rule that replaces a bundled one
-    _by_kind: dict[str, list[tuple[Rule, Match]]] | None = field(default=None, repr=False, compare=False)
-
-    def templates_of(self, kind: str) -> list[tuple[Rule, Match]]:
-        """Every rule's templates (`[[match]]`) that read records of `kind`, in rule order: a record is tried
-        against its own kind's, not against all of them (the match stage runs once per record of every log)."""
-        if self._by_kind is None:
-            by_kind: dict[str, list[tuple[Rule, Match]]] = {}
-            for rule in self.rules:
-                for m in rule.match:
-                    by_kind.setdefault(m.kind, []).append((rule, m))
-            self._by_kind = by_kind
-        return self._by_kind.get(kind, [])
 
     def get(self, rule_id: str) -> Rule | None:
         return self.by_id.get(rule_id)
@@ -55,7 +43,6 @@ class KnowledgeBase:
             self.rules.remove(old)
         self.rules.append(rule)
         self.by_id[rule.id] = rule
-        self._by_kind = None
         return old
 
     def tagged(self, rule_id: str, tag: str) -> bool:
