@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,21 @@ def corpus() -> Path:
 
 def run_cli(*args: str, stdin: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kbdebug", *args], input=stdin, capture_output=True, timeout=120, env=env, cwd=ROOT)
+
+
+def explain_in_fresh_process(*args: str, entry: str = "kbdebug.cli.app") -> tuple[int | str | None, set[str]]:
+    """`kbdebug explain ARGS` run through `entry`'s `main` in a new interpreter: its exit status and the modules
+    it imported (what start-up tests look for, or must not find)."""
+    code = (
+        f"import json, sys; from {entry} import main; sys.argv = ['kbdebug', 'explain', *{list(args)!r}]\n"
+        "status = 0\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    status = exc.code\n"
+        "print(json.dumps([status, sorted(sys.modules)]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    status, modules = json.loads(proc.stdout.splitlines()[-1])
+    return status, set(modules)
 
 
 def run_in_pty(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, run_cli, run_in_pty
+from conftest import ROOT, explain_in_fresh_process, run_cli, run_in_pty
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -198,13 +198,8 @@ def test_parse_command_prints_records() -> None:
 
 
 def test_explain_never_imports_torch() -> None:
-    code = (
-        f"import sys; from kbdebug.cli.app import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "assert 'torch' not in sys.modules, 'torch imported'"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    _, modules = explain_in_fresh_process("-q", str(EXAMPLE))
+    assert "torch" not in modules, "torch imported"
 
 
 @settings(max_examples=60, deadline=None)
@@ -451,13 +446,9 @@ def test_fast_explain_reader(args: list[str], expected: dict | None) -> None:
 
 def test_explain_starts_without_typer() -> None:
     """The installed `kbdebug` and `python -m kbdebug` start at kbdebug.__main__: a plain `explain` needs no typer."""
-    code = (
-        f"import sys; from kbdebug.__main__ import main; sys.argv=['kbdebug','explain','-q','-f','json',{str(EXAMPLE)!r}]\n"
-        "try:\n    main()\nexcept SystemExit as exc:\n    assert exc.code == 0, exc.code\n"
-        "assert 'typer' not in sys.modules, 'typer imported'"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    status, modules = explain_in_fresh_process("-q", "-f", "json", str(EXAMPLE), entry="kbdebug.__main__")
+    assert status == 0, status
+    assert "typer" not in modules, "typer imported"
 
 
 def test_text_report_lists_facts_only_on_request() -> None:

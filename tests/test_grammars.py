@@ -9,7 +9,7 @@ import re
 
 import pytest
 from grammar_cases import CASES
-from lark import Tree
+from lark import Lark, Tree
 from lark.exceptions import LarkError
 
 from kbdebug.parse.derive import templates
@@ -221,16 +221,20 @@ def test_a_parser_read_back_from_the_cache_parses_as_the_one_just_built(grammar:
     lines = [line for g, _, line in CASES if g == grammar]
     lines.append("Epoch 3: 41%|####      | 412/1000 [02:11<03:07, loss=0.43]")  # and fail alike
     assert len(lines) > 1
+    _assert_read_alike(built, read_back, lines)
+
+
+def _assert_read_alike(kept: Lark, read_back: Lark, lines: list[str]) -> None:
+    """Each line gives the same tree from both parsers, or fails in both."""
     for line in lines:
-        try:
-            want = built.parse(line.strip())
-        except LarkError:
-            want = None
-        try:
-            got = read_back.parse(line.strip())
-        except LarkError:
-            got = None
-        assert got == want, line
+        assert _tree(read_back, line) == _tree(kept, line), line
+
+
+def _tree(parser: Lark, line: str) -> Tree | None:
+    try:
+        return parser.parse(line.strip())
+    except LarkError:
+        return None
 
 
 def test_pickled_terminals_are_plain_text_or_compiled_on_first_use() -> None:
@@ -351,15 +355,4 @@ def test_an_lalr_parser_read_back_from_the_cache_parses_as_the_one_it_was(gramma
     from kbdebug.parse.parser_cache import loads
 
     kept = fast_parser(grammar) or parser(grammar)
-    read_back = loads(dumps(kept), True)
-    lines = [line for g, _, line in CASES if g == grammar] + _example_lines()[:400]
-    for line in lines:
-        try:
-            want = kept.parse(line.strip())
-        except LarkError:
-            want = None
-        try:
-            got = read_back.parse(line.strip())
-        except LarkError:
-            got = None
-        assert got == want, line
+    _assert_read_alike(kept, loads(dumps(kept), True), [line for g, _, line in CASES if g == grammar] + _example_lines()[:400])

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
-from conftest import ROOT
+from conftest import ROOT, explain_in_fresh_process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -118,10 +115,5 @@ def test_the_simple_reading_is_the_parser_s(text: str) -> None:
 
 def test_text_explain_needs_no_markdown_parser() -> None:
     """`kbdebug explain` into a pipe renders its guides as plain text: the parser (70 modules) is not imported."""
-    code = (
-        f"import sys; from kbdebug.cli.app import main; sys.argv=['kbdebug','explain','-q',{str(EXAMPLE)!r}]\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "assert 'markdown_it' not in sys.modules, 'markdown_it imported'"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    _, modules = explain_in_fresh_process("-q", str(EXAMPLE))
+    assert "markdown_it" not in modules, "markdown_it imported"
