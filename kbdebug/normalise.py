@@ -66,13 +66,6 @@ class Region:
         return array("q", [0, *(m.end() for m in _NEWLINE.finditer(self.source))])
 
 
-@dataclass
-class _Raw:
-    start: int  # absolute byte offset
-    data: bytes
-    line: int  # 1-based line number of `start`
-
-
 _NEWLINE = lazy(rb"\n")
 _ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -161,14 +154,15 @@ def _unflatten(seg: str) -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
-def normalise(raw: _Raw) -> Region:
-    text = raw.data.decode("utf-8", "replace")
+def normalise(data: bytes, first_line: int = 1) -> Region:
+    """The region of the log's bytes `data`, whose first line is line `first_line` of the log."""
+    text = data.decode("utf-8", "replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if not text.isascii():
         text = text.translate(_FULLWIDTH)
     text = text.replace("\r\n", "\n")
-    region = Region(first_line=raw.line, source=raw.data)
+    region = Region(first_line=first_line, source=data)
     physical = text.split("\n")
     if physical and physical[-1] == "":
         physical.pop()
@@ -176,7 +170,7 @@ def normalise(raw: _Raw) -> Region:
     heads: list[str | None] = []  # the first piece of a physical line as printed (only those can continue a wrap), else None
     boxed: set[int] = set()  # lines drawn inside a box: as wide as the box, and never wrapped
     for offset, phys in enumerate(physical):
-        no = raw.line + offset
+        no = first_line + offset
         first = True
         for piece in phys.split("\r"):
             in_box = piece.lstrip()[:1] in _BOX_CHARS
@@ -190,7 +184,7 @@ def normalise(raw: _Raw) -> Region:
                 heads.append(seg if first and no not in boxed else None)
                 first = False
     # a terminal wraps the line as printed, prefix included: widths are read off the physical lines
-    phys_widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys and raw.line + k not in boxed}
+    phys_widths = {first_line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys and first_line + k not in boxed}
     widths = [
         phys_widths.get(ln.no, len(ln.text)) if i + 1 == len(lines) or lines[i + 1].no != ln.no else len(ln.text)
         for i, ln in enumerate(lines)
@@ -458,7 +452,7 @@ def _closed(code: str) -> bool:
 
 def lines_of(text: str) -> list[Line]:
     """A small text's lines as the grammars read them (no scanning for needles: all of it)."""
-    return normalise(_Raw(0, text.encode("utf-8", "surrogatepass"), 1)).lines
+    return normalise(text.encode("utf-8", "surrogatepass")).lines
 
 
 def iter_lines(regions: Iterable[Region]) -> Iterator[Line]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kbdebug.api import diagnose_text
 from kbdebug.normalise import lines_of
-from kbdebug.parse import parse_text
+from kbdebug.parse.regions import parse_text
 
 
 def texts(text: str) -> list[str]:

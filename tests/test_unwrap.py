@@ -280,7 +280,7 @@ def test_a_sanitizer_report_whose_newlines_were_lost_is_still_read() -> None:
 
 def test_a_row_of_equals_signs_inside_a_joined_line_is_no_sanitizer_line() -> None:
     """torchrun's failure table drawn with `=` borders, joined onto the exception before it: the exception is read."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     joined = (
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
@@ -296,7 +296,7 @@ def test_a_row_of_equals_signs_inside_a_joined_line_is_no_sanitizer_line() -> No
 def test_python_s_caret_markers_are_never_a_wrapped_line() -> None:
     """`^^^^` under a source line is printed whole: the message after it (its type not pasted) is a line of its own,
     however wide the markers were."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     log = (
         '  File "/srv/app/pipeline.py", line 41, in render\n'
@@ -313,7 +313,7 @@ def test_python_s_caret_markers_are_never_a_wrapped_line() -> None:
 def test_a_whole_source_line_and_the_message_after_it_are_two_lines() -> None:
     """Only the frames and the message were pasted (no `Type: `): a source line whose brackets all close, then a
     sentence, is no line cut in two; a line cut inside its brackets still is."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     frame = '  File "/home/kim/seg/util.py", line 28, in to_one_hot\n'
     whole = "    one_hot = torch.zeros(n, classes, h, w, device=labels.device).scatter_(1, labels.view(n, 1, h, w), 1)\n"

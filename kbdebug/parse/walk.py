@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import own_line
-from kbdebug.parse.grammar import names
 from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader
 from kbdebug.parse.registry import formats
+from kbdebug.parse.sources import names
 from kbdebug.records import Frame, Record
 
 KNOWN_WINDOW = 8  # records a reread looks back over for a reading of the same line
