@@ -108,7 +108,9 @@ _GLUE = lazy(
     r"|(?<=` failed\.)(?=\S)"
     r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
-    r"|(?<=\S)(?=\[rank\d+\]:)"
+    r"|(?<=\S)\s*(?=\[rank\d+\]:)"  # a rank's line glued on, its newline lost or made a space (Markdown)
+    # glog's own prefix (torchrun's agent, c10d): severity, date, time, thread and file:line] start a line
+    r"|(?<=\S)\s+(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\s]+:\d+\] )"
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
 # an exception type wrapped onto the end of the (indented) source line above its message: `    loss = f(x) IndexError:`
