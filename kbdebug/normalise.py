@@ -113,8 +113,9 @@ _GLUE = lazy(
     r"|(?<=\S)\s+(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\s]+:\d+\] )"
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
-# an exception type wrapped onto the end of the (indented) source line above its message: `    loss = f(x) IndexError:`
-_TYPE_AT_END = lazy(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
+# an exception type wrapped onto the end of the source line above its message: `    loss = f(x) IndexError:` (never
+# a warning's `file.py:104: UserWarning:`, whose message Python prints on the next line)
+_TYPE_AT_END = lazy(rf"(?<=[^\s:])\s+(?={EXC_NAME}:\s*$)")
 # Markdown bold as CommonMark reads it: `**` that is not part of a longer run of stars, hugging its text.
 # Slurm's `*** JOB 1 CANCELLED ***` is no bold: a run of three, with spaces inside, stays as the log printed it.
 _BOLD = lazy(r"(?<!\*)\*\*(?=[^*\s])([^*\n]+?)(?<=[^*\s])\*\*(?!\*)")
@@ -285,7 +286,7 @@ def _pieces(seg: str) -> list[str]:
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
-    if seg[:1].isspace() and seg.endswith(":"):
+    if seg.rstrip().endswith(":"):  # indented or not: a paste without its code fence loses the indentation
         parts = [p for part in parts for p in _TYPE_AT_END.split(part)]
     return parts
 
