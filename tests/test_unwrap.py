@@ -359,3 +359,24 @@ def test_rank_prefixed_lines_joined_into_one_paragraph_are_read_apart(message: s
     assert (pasted.rule, pasted.facts["rank"], pasted.facts["error_message"]) == ("nccl_error", 1, message.split(": ", 1)[1])
     assert pasted.facts == printed.facts
     assert "Sending process 4410 closing signal SIGTERM" in texts(joined)
+
+
+def test_cublas_s_own_line_with_the_next_glued_on_is_still_read() -> None:
+    """cuBLAS prints `** On entry to CALL parameter number N had an illegal value` on stderr, then the caller's
+    error; joined into one paragraph, the next line follows on the same line and cuBLAS's is still read."""
+    log = (
+        " ** On entry to DgemmBatched parameter number 9 had an illegal value\n"
+        "matmul extension failed with status 7\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/bench/batched.py", line 14, in <module>\n'
+        "    out = ext.batched_gemm(a, b)\n"
+        "RuntimeError: matmul extension failed\n"
+    )
+    joined = " ".join(line.strip() for line in log.splitlines()) + "\n"
+    for text in (log, joined):
+        root = diagnose_text(text).incidents[0]
+        assert (root.rule, root.facts["cublas_call"], root.facts["cublas_status"]) == (
+            "cublas_failure",
+            "DgemmBatched",
+            "CUBLAS_STATUS_INVALID_VALUE",
+        )
