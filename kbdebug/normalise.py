@@ -431,11 +431,21 @@ def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) 
 
 def _continues_lone(text: str, follow: str) -> bool:
     """An indented traceback line (a frame, a source line) cut in two: the piece after it is not indented as they are.
-    A whole statement (its brackets closed) followed by a sentence is the source line and the error's message
-    pasted without its type, not one line cut in two."""
+    A whole statement (its brackets closed) followed by a sentence, or by the text of a string literal it holds
+    (`assert ..., "shapes differ"`), is the source line and the error's message pasted without its type, not one
+    line cut in two."""
     if len(follow) - len(follow.lstrip()) >= 2 or _RECORD_START.match(follow) or _RULE_LINE.match(text):
         return False
-    return not (_PROSE.match(follow) and _closed(text))
+    return not (_closed(text) and (_PROSE.match(follow) or _quoted(text, follow)))
+
+
+MIN_QUOTED = 8
+
+
+def _quoted(code: str, follow: str) -> bool:
+    """Whether the next line begins as a string literal of the source line does: the message it raises."""
+    head = follow.strip()[:12]
+    return len(head) >= MIN_QUOTED and ("'" + head in code or '"' + head in code)
 
 
 # a sentence's start: a capitalised word (`CUDA`, `Invalid`) and two lower-case words after it

@@ -163,6 +163,42 @@ def test_cut_off_raise_literal_is_the_error() -> None:
     assert facts["innermost_user_frame"] == "C:\\work\\tcn\\run.py:63"
 
 
+ASSERT_FRAME = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/ana/seg/train.py", line 57, in <module>\n    loss = criterion(logits, masks)\n'
+    '  File "/home/ana/seg/losses.py", line 23, in forward\n'
+    "    assert probs.shape == onehot.shape, {literal}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("literal", "after", "error_type", "message"),
+    [
+        # the exception line pasted without its `AssertionError: `: the assert's own message, so its type
+        (
+            "'probabilities and one-hot targets differ in shape'",
+            "probabilities and one-hot targets differ in shape\n",
+            "AssertionError",
+            "probabilities and one-hot targets differ in shape",
+        ),
+        # cut off at the assert: the literal is the error it was about to print
+        ('"probabilities and one-hot targets differ in shape"', "", "AssertionError", "probabilities and one-hot targets differ in shape"),
+        # an f-string's text is not the message: the line after it stays a message of unknown type
+        (
+            'f"Probabilities of shape {probs.shape} differ"',
+            "Probabilities of shape (2, 4) differ\n",
+            None,
+            "Probabilities of shape (2, 4) differ",
+        ),
+    ],
+)
+def test_an_assert_with_a_literal_message_raises_an_assertion_error(literal: str, after: str, error_type: str | None, message: str) -> None:
+    from kbdebug.parse.regions import parse_text
+
+    (exc,) = [r for r in parse_text(ASSERT_FRAME.format(literal=literal) + after) if r.kind == "exception"]
+    assert (exc.exc_type or None, exc.message, exc.frames[-1].function) == (error_type, message, "forward")
+
+
 ELASTIC = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
 ============================================================
 train.py FAILED

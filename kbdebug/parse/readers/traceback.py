@@ -114,8 +114,8 @@ class TracebackReader(Reader):
                 # line and other output follows; the literal is the error it was about to print
                 self._start_exc(line, *literal)
                 self.exc_lines = MAX_MESSAGE_LINES
-            else:
-                self._start_exc(line, "", stripped)
+            else:  # the message of the literal the frame raises is of the literal's type
+                self._start_exc(line, literal[0] if literal and n else "", stripped)
         elif self.exc is None and stripped and not text[:1].isspace() and self._message_may_follow() and self.sink.holds_message(line):
             # a message of a known form under a lone source line or IPython's frames (whose context lines are no
             # message): the error pasted without its `Type: `
@@ -148,7 +148,11 @@ class TracebackReader(Reader):
 
     def end(self, lines: Sequence[Line]) -> None:
         self._close_exc()
-        if self.sink.empty and lines:  # no format recognised: the last lines may still be an error's message
+        # a traceback cut off before its exception line whose last line raises a literal (`raise AssertionError("Torch
+        # not compiled with C`, `assert a == b, "shapes differ"`): that literal is the error it was about to print,
+        # however much of it was pasted
+        literal = raised_literal(self.frames[-1].code or "") if self.frames else None
+        if self.sink.empty and lines and literal is None:  # no format recognised: the last lines may still be an error's message
             tail = lines[-FALLBACK_LINES:]
             self.sink.emit(
                 PyException(
@@ -161,11 +165,9 @@ class TracebackReader(Reader):
                     message="\n".join(t.text.strip() for t in tail),
                 )
             )
-        if self.frames:  # a traceback cut off before its exception line still locates user code
+        if self.frames:  # ... and such a traceback still locates user code
             last = lines[-1] if lines else Line(0, "")
-            # ... and when its last line raises a literal (`raise AssertionError("Torch not compiled with C`),
-            # that literal is the error it was about to print, however much of it was pasted
-            exc_type, message = raised_literal(self.frames[-1].code or "") or ("", "")
+            exc_type, message = literal or ("", "")
             self.sink.emit(
                 PyException(
                     first_line=self.tb_start or last.no,
@@ -324,13 +326,20 @@ class TracebackReader(Reader):
 
 
 _RAISE_LITERAL = re.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")
+# `assert COND, "message"`: the message is the line's last element (a condition may hold strings and commas)
+_ASSERT_LITERAL = re.compile(r"""^assert\s.+,\s*[rRuU]?(["'])((?:(?!\1)[^\\]|\\.)*)\1?\s*$""")
 
 
 def raised_literal(code: str) -> tuple[str, str] | None:
-    """`raise ValueError("y and y_pred differ")`: the type and the message a source line raises, when the
-    message is a plain literal (an f-string's text is not the message); the literal may be cut off."""
-    m = _RAISE_LITERAL.match(code.strip())
-    return (m.group(1), m.group(3)) if m else None
+    """`raise ValueError("y and y_pred differ")`, `assert a.shape == b.shape, "shapes differ"`: the type and the
+    message a source line raises, when the message is a plain literal (an f-string's text is not the message);
+    the literal may be cut off."""
+    code = code.strip()
+    m = _RAISE_LITERAL.match(code)
+    if m:
+        return m.group(1), m.group(3)
+    m = _ASSERT_LITERAL.match(code)
+    return ("AssertionError", m.group(2)) if m else None
 
 
 _STRING = re.compile(r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")  # no f-strings: their text is not the message
