@@ -263,6 +263,31 @@ def _heard(kb: KnowledgeBase, text: str, lowered: str) -> _Heard:
     return _Heard(frozenset(t for t in texts if t in lowered), frozenset(h for h in heads if h in end))
 
 
+_SPEAKERS: dict[Hashable, tuple[object, Any]] = {}
+
+
+def _may_speak(kb: KnowledgeBase, heard: _Heard) -> list[Rule]:
+    """The rules, in order, with a phrase that may speak in the text `heard` was read from (a rule with none
+    scores nothing: `indicator_score` skips every phrase `_Heard.may_speak` rules out), found by what the text holds."""
+
+    def make() -> tuple[set[int], dict[str, set[int]], dict[str, set[int]]]:
+        always: set[int] = set()  # the rules with a phrase that needs no text, and those by each text and head
+        by_text: dict[str, set[int]] = {}
+        by_head: dict[str, set[int]] = {}
+        for i, rule in enumerate(kb.rules):
+            for ind in _phrases(rule):
+                if ind.folded is None:
+                    always.add(i)
+                for t in ind.folded or ():
+                    by_text.setdefault(t, set()).add(i)
+                by_head.setdefault(ind.head, set()).add(i)
+        return always, by_text, by_head
+
+    always, by_text, by_head = _kept(_SPEAKERS, kb, make)
+    found = always.union(*(by_text[t] for t in heard.present), *(by_head[h] for h in heard.heads))
+    return [kb.rules[i] for i in sorted(found)]
+
+
 def indicator_score(rule: Rule, text: str, heard: _Heard) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
     their letters' case; `heard`: what of the phrases it may hold); a phrase the text ends in the middle of
@@ -291,7 +316,7 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
     heard = _heard(kb, text, text.lower())
-    for rule in kb.rules:
+    for rule in _may_speak(kb, heard):
         score, found = indicator_score(rule, text, heard)
         if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
             best = (score, rule.priority, rule, found)
