@@ -85,6 +85,8 @@ def _guide_value(value: Any) -> Any:
 def _fill_slots(text: str, quoted: list[str], markdown: bool) -> str:
     """Put the log's values back. In Markdown a code span holding one is re-fenced (`code_span`); elsewhere
     its backticks and `<` are backslash-escaped. Facts and commands are not Markdown: values go back as they are."""
+    if "\x00" not in text:  # no slot: most guides quote no value that needed one
+        return text
     put = lambda m: quoted[int(m.group(1))]  # noqa: E731
     if not markdown:
         return _SLOT.sub(put, text)
