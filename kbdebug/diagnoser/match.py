@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from kbdebug.core.facts import Facts, merge
 from kbdebug.core.phrases import may_hold, required_texts, texts_score
+from kbdebug.core.searching import finds
 from kbdebug.core.stamps import Stamp, earliest
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
@@ -80,7 +81,7 @@ def _found(test: tuple[str, frozenset[str] | None, Pattern], rec: Record, texts:
     text = texts[name]
     if text is None:
         return None
-    return may_hold(needs, text) and rx.search(text) is not None
+    return may_hold(needs, text) and finds(rx, text)
 
 
 def matches(m: Match, rec: Record, texts: dict[str, str | None] | None = None) -> bool:

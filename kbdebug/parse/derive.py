@@ -22,7 +22,7 @@ from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
 from kbdebug._cache import cached, code_version
-from kbdebug.core import phrases
+from kbdebug.core import phrases, searching
 from kbdebug.core.phrases import canonical_text, split_alternatives
 from kbdebug.parse import packaged
 from kbdebug.parse.grammar import COMMON, directive, fast_parser, files, folder, names, parser, source
@@ -54,8 +54,8 @@ class Anchors:
             if hits is not None and self.number not in hits:
                 return []
         found: set[int] = set()
-        for m in self.direct.finditer(text):
-            found.add(m.start())
+        for k in searching.starts(self.direct, text):
+            found.add(k)
             if len(found) >= limit:
                 break
         for lit, spaces in self.after.items():
@@ -393,7 +393,7 @@ def may_hold(name: str, text: str) -> bool:
     for an OOM): worth parsing, without loading the parser to find out. Several readers ask it of every line:
     the texts are searched for together, in one pass (`_finder_of`)."""
     finder = _finder_of(name)
-    return finder is True or (finder is not False and finder.search(text) is not None)
+    return finder is True or (finder is not False and searching.finds(finder, text))
 
 
 MANY_TEXTS = 32  # from this many texts on, RE2's one pass beats Python's engine trying each at every place
