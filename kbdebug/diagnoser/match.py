@@ -98,8 +98,11 @@ def captured(m: Match, rec: Record) -> dict[str, str]:
     """The named groups of a match's field patterns (`(?P<op>\\w+)`): facts the rule reads off the record itself."""
     out: dict[str, str] = {}
     for name, pattern in m.fields.items():
+        rx = _rx(pattern)
+        if not rx.groupindex:  # no named group: nothing to capture
+            continue
         text = field_text(rec, name)
-        found = _rx(pattern).search(text) if text is not None else None
+        found = rx.search(text) if text is not None else None
         if found is not None:
             out.update({k: v for k, v in found.groupdict().items() if v is not None})
     return out
