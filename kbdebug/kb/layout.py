@@ -55,7 +55,7 @@ def rule_stamps(directory: Path, watch: bool = False) -> list[tuple[str, int, in
     only when the watch cannot say that nothing in them changed since."""
     key = str(directory)
     asked = _ASKED[key] = _ASKED.get(key, 0) + 1
-    if not watch or asked < WATCH_FROM:
+    if not watch or asked < WATCH_FROM or key in _UNWATCHABLE:
         return _stamps(key, None)
     kept = _WATCHED.get(key)
     if kept is not None and kept[0].quiet():
@@ -72,17 +72,20 @@ def rule_stamps(directory: Path, watch: bool = False) -> list[tuple[str, int, in
 WATCH_FROM = 3  # a run that diagnoses one log asks twice (its diagnosis, its exit status): it sets up no watch
 _ASKED: dict[str, int] = {}
 _WATCHED: dict[str, tuple[Watch, list[tuple[str, int, int]]]] = {}
+_UNWATCHABLE: set[str] = set()  # directories holding a linked rule file: stat'ed on every ask
 
 
 def _stamps(directory: str, watch: Watch | None) -> list[tuple[str, int, int]]:
     out: list[tuple[str, int, int]] = []
     listed = _rule_files(directory, os.stat(directory).st_mtime_ns)
-    if watch is not None:
+    if watch is not None and watch.fd >= 0:  # (no inotify here: nothing to watch, nothing to check)
         for rule, guide in listed:  # each rule folder, before its files are stat'ed: a write from now on is an event
             if guide is not None:
                 watch.add(os.path.dirname(rule))
             if any(os.path.islink(f) for f in (rule, guide) if f is not None):
                 watch.close()  # a link's target is elsewhere: a write there is no event here
+                _UNWATCHABLE.add(directory)
+                break
     for rule, guide in listed:
         try:
             st = os.stat(rule)
