@@ -1,8 +1,8 @@
-"""Whether nothing in some folders has changed since a moment: Linux's inotify, asked in one read that does not wait.
+"""Whether nothing in some folders has changed since a moment: Linux's inotify, asked in one poll that does not wait.
 
 A process that diagnoses log after log asks `load_kb` each time whether a rule file was edited; a stat per file
 answered it, a hundred stats a log (the largest single cost of diagnosing a small log). A watch on the folders
-answers it with one read: the kernel queues an event when a file in a watched folder is written, touched, created,
+answers it with one poll: the kernel queues an event when a file in a watched folder is written, touched, created,
 removed or renamed, before the call that did it returns. A watch answers "quiet" only when it is sure: no inotify
 here (not Linux), a folder it could not watch, another process than the one that made it (a fork shares the
 queue), or any event at all (an overflowed queue included) answer "may have changed", and the caller stats the files.
@@ -11,6 +11,7 @@ queue), or any event at all (an overflowed queue included) answer "may have chan
 from __future__ import annotations
 
 import os
+import select
 import sys
 import threading
 from functools import cache
@@ -44,7 +45,11 @@ class Watch:
         libc = _libc()
         self.pid = os.getpid()
         self.fd: int = libc.inotify_init1(_NONBLOCK_CLOEXEC) if libc is not None else -1
-        self.lock = threading.Lock()  # one thread reads an event and spends the watch before another may ask
+        self.lock = threading.Lock()  # one thread sees an event and spends the watch before another may ask
+        self.events: Any = None  # whether an event is queued, asked without reading it (or raising)
+        if self.fd >= 0:
+            self.events = select.poll()  # (Linux's, as inotify is)
+            self.events.register(self.fd, select.POLLIN)
 
     def add(self, folder: str) -> None:
         """Watch `folder` too; a folder that cannot be watched spends the watch (it can no longer say quiet)."""
@@ -56,12 +61,8 @@ class Watch:
         with self.lock:
             if self.fd < 0 or self.pid != os.getpid():
                 return False
-            try:
-                os.read(self.fd, 1 << 16)
-            except BlockingIOError:
+            if not self.events.poll(0):
                 return True
-            except OSError:
-                pass
             self.close()
             return False
 
