@@ -18,7 +18,10 @@ try:
 
     _UNANCHORED: Any = _re2._Anchor.UNANCHORED
     _NO_MATCH: Any = _re2._NULL_SPAN
-except (ImportError, AttributeError):  # pragma: no cover - no binding, or one built otherwise
+    _probe = _re2.compile("b")._regexp  # the engine answers as this module reads it: a span, or the empty one
+    if _probe.Match(_UNANCHORED, b"ab", 0, 2)[0] != (1, 2) or _probe.Match(_UNANCHORED, b"a", 0, 1)[0] != _NO_MATCH:
+        raise AttributeError("an RE2 binding built otherwise")
+except Exception:  # pragma: no cover - no binding, or one built otherwise: every search goes through the binding
     _UNANCHORED = _NO_MATCH = None
 
 
