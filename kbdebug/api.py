@@ -15,8 +15,8 @@ from kbdebug.diagnoser import pipeline
 from kbdebug.diagnosis import Incident, LiveEvidence
 from kbdebug.kb import load_kb
 from kbdebug.normalise import Region, iter_lines
-from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
+from kbdebug.parse.regions import parse_regions
 from kbdebug.records import Record
 from kbdebug.scan import Scanner, scan_path, scan_text
 

@@ -66,13 +66,6 @@ class Region:
         return array("q", [0, *(m.end() for m in _NEWLINE.finditer(self.source))])
 
 
-@dataclass
-class _Raw:
-    start: int  # absolute byte offset
-    data: bytes
-    line: int  # 1-based line number of `start`
-
-
 _NEWLINE = lazy(rb"\n")
 _ANSI = lazy(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CTRL = lazy(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -115,11 +108,14 @@ _GLUE = lazy(
     r"|(?<=` failed\.)(?=\S)"
     r"|(?<=` failed\.) +(?=\S+\.(?:cu|cuh|h|hpp|cpp|c):\d+: )"  # a flood whose newlines became spaces (Markdown)
     r"|(?<=\S)(?=\[E(?:\d{3,4} [\d:.]+)? ProcessGroupNCCL)"
-    r"|(?<=\S)(?=\[rank\d+\]:)"
+    r"|(?<=\S)\s*(?=\[rank\d+\]:)"  # a rank's line glued on, its newline lost or made a space (Markdown)
+    # glog's own prefix (torchrun's agent, c10d): severity, date, time, thread and file:line] start a line
+    r"|(?<=\S)\s+(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\s]+:\d+\] )"
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
-# an exception type wrapped onto the end of the (indented) source line above its message: `    loss = f(x) IndexError:`
-_TYPE_AT_END = lazy(rf"(?<=\S)\s+(?={EXC_NAME}:$)")
+# an exception type wrapped onto the end of the source line above its message: `    loss = f(x) IndexError:` (never
+# a warning's `file.py:104: UserWarning:`, whose message Python prints on the next line)
+_TYPE_AT_END = lazy(rf"(?<=[^\s:])\s+(?={EXC_NAME}:\s*$)")
 # Markdown bold as CommonMark reads it: `**` that is not part of a longer run of stars, hugging its text.
 # Slurm's `*** JOB 1 CANCELLED ***` is no bold: a run of three, with spaces inside, stays as the log printed it.
 _BOLD = lazy(r"(?<!\*)\*\*(?=[^*\s])([^*\n]+?)(?<=[^*\s])\*\*(?!\*)")
@@ -161,14 +157,15 @@ def _unflatten(seg: str) -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
-def normalise(raw: _Raw) -> Region:
-    text = raw.data.decode("utf-8", "replace")
+def normalise(data: bytes, first_line: int = 1) -> Region:
+    """The region of the log's bytes `data`, whose first line is line `first_line` of the log."""
+    text = data.decode("utf-8", "replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if not text.isascii():
         text = text.translate(_FULLWIDTH)
     text = text.replace("\r\n", "\n")
-    region = Region(first_line=raw.line, source=raw.data)
+    region = Region(first_line=first_line, source=data)
     physical = text.split("\n")
     if physical and physical[-1] == "":
         physical.pop()
@@ -176,7 +173,7 @@ def normalise(raw: _Raw) -> Region:
     heads: list[str | None] = []  # the first piece of a physical line as printed (only those can continue a wrap), else None
     boxed: set[int] = set()  # lines drawn inside a box: as wide as the box, and never wrapped
     for offset, phys in enumerate(physical):
-        no = raw.line + offset
+        no = first_line + offset
         first = True
         for piece in phys.split("\r"):
             in_box = piece.lstrip()[:1] in _BOX_CHARS
@@ -190,7 +187,7 @@ def normalise(raw: _Raw) -> Region:
                 heads.append(seg if first and no not in boxed else None)
                 first = False
     # a terminal wraps the line as printed, prefix included: widths are read off the physical lines
-    phys_widths = {raw.line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys and raw.line + k not in boxed}
+    phys_widths = {first_line + k: len(phys) for k, phys in enumerate(physical) if "\r" not in phys and first_line + k not in boxed}
     widths = [
         phys_widths.get(ln.no, len(ln.text)) if i + 1 == len(lines) or lines[i + 1].no != ln.no else len(ln.text)
         for i, ln in enumerate(lines)
@@ -289,7 +286,7 @@ def _pieces(seg: str) -> list[str]:
     parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
-    if seg[:1].isspace() and seg.endswith(":"):
+    if seg.rstrip().endswith(":"):  # indented or not: a paste without its code fence loses the indentation
         parts = [p for part in parts for p in _TYPE_AT_END.split(part)]
     return parts
 
@@ -458,7 +455,7 @@ def _closed(code: str) -> bool:
 
 def lines_of(text: str) -> list[Line]:
     """A small text's lines as the grammars read them (no scanning for needles: all of it)."""
-    return normalise(_Raw(0, text.encode("utf-8", "surrogatepass"), 1)).lines
+    return normalise(text.encode("utf-8", "surrogatepass")).lines
 
 
 def iter_lines(regions: Iterable[Region]) -> Iterator[Line]:

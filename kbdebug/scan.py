@@ -13,10 +13,12 @@ import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import cached_property, partial
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from kbdebug.core.phrases import literal_finder
-from kbdebug.normalise import Region, _Raw, normalise
+
+if TYPE_CHECKING:  # the regions are normalised only when a needle was found: a clean log costs no normaliser
+    from kbdebug.normalise import Region
 
 Needles = Callable[[], Sequence[bytes]]  # asked for only when needed: deriving them may build every parser
 
@@ -40,6 +42,14 @@ _NUMBERS = re.compile(rb"\d+")
 # An input this small is read whole, as one region: a pasted message need not hold any needle
 # ("CUDA out of memory. Tried to allocate ..." without its exception type has none).
 WHOLE = 1 << 20
+
+
+class _Raw(NamedTuple):
+    """A stretch of the log the scanner keeps, as it was printed."""
+
+    start: int  # absolute byte offset
+    data: bytes
+    line: int  # 1-based line number of `start`
 
 
 class Scanner:
@@ -119,9 +129,27 @@ class Scanner:
         self._buf = buf[keep_from - base :]
         self._base = keep_from
 
-    def close(self) -> list[Region]:
+    @property
+    def lines(self) -> int:
+        """How many lines were fed so far (their newlines): the scanner counts them anyway, to number its regions."""
         if self._whole is not None:
-            return [normalise(_Raw(0, b"".join(self._whole), 1))] if self._whole else []
+            return sum(chunk.count(b"\n") for chunk in self._whole)
+        return self._line_no - 1 + self._buf.count(b"\n", self._line_pos - self._base)
+
+    def found(self) -> bool:
+        """Whether a needle occurs in what was fed so far: whether the output holds a line that can open a record
+        (a small input, read whole by `close()`, is searched here). `kbdebug run` diagnoses a job that succeeded
+        only then: a clean run's output costs no parser."""
+        if self._whole is not None:
+            finder = self._finder
+            return finder is not None and finder.search(b"".join(self._whole)) is not None
+        return bool(self._head or self._tail or self._open)
+
+    def close(self) -> list[Region]:
+        from kbdebug.normalise import normalise
+
+        if self._whole is not None:
+            return [normalise(b"".join(self._whole))] if self._whole else []
         buf, base = self._buf, self._base
         if self._searched < base + len(buf):
             self._search(buf, base, self._searched - base, len(buf))
@@ -130,7 +158,7 @@ class Scanner:
             self._open[1] = min(self._open[1], base + len(buf))
             self._emit(buf, base)
         raws = self._head + list(self._tail)
-        return [normalise(r) for r in raws]
+        return [normalise(r.data, r.line) for r in raws]
 
     # -- internals -------------------------------------------------------------------------
     def _search(self, buf: bytes, base: int, lo: int, hi: int) -> None:

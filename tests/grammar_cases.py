@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from kbdebug.parse.grammar import folder
 from kbdebug.parse.registry import formats
+from kbdebug.parse.sources import folder
 
 if sys.version_info >= (3, 11):
     import tomllib

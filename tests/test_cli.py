@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from kbdebug.api import diagnose_text
 from kbdebug.kb.layout import rule_paths
-from kbdebug.parse import parse_text
 from kbdebug.parse.needles import needles
+from kbdebug.parse.regions import parse_text
 from kbdebug.scan import scan_bytes
 
 EXAMPLE = ROOT / "examples" / "segmentation_crash.log"

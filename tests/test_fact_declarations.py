@@ -17,8 +17,8 @@ from kbdebug.api import diagnose_text
 from kbdebug.authoring.facts import context_facts, grammar_fields, record_facts
 from kbdebug.kb import load_kb
 from kbdebug.normalise import iter_lines
-from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
+from kbdebug.parse.regions import parse_regions
 from kbdebug.scan import scan_text
 
 

@@ -13,10 +13,11 @@ from lark import Lark, Tree
 from lark.exceptions import LarkError
 
 from kbdebug.parse.derive import templates
-from kbdebug.parse.grammar import build, directive, fast_parser, files, first_alt, names, parser, source
+from kbdebug.parse.grammar import build, fast_parser, first_alt, parser
 from kbdebug.parse.lines import parse
 from kbdebug.parse.parser_cache import Literal, dumps, terminal
 from kbdebug.parse.registry import formats
+from kbdebug.parse.sources import directive, files, names, source
 
 MESSAGES = {kind: line for g, kind, line in CASES if g == "messages"}
 
@@ -62,7 +63,7 @@ def test_every_template_is_found_where_it_starts(template: str) -> None:
 
 def test_oom_sentences_are_figures_not_rest() -> None:
     """Every sentence of the 2.x wording is read into its field, where REST could have taken them all."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     line = (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 23.65 GiB "
@@ -84,7 +85,7 @@ def test_oom_sentences_are_figures_not_rest() -> None:
 
 def test_traceback_lines_become_frames_and_the_exception() -> None:
     """Each traceback line kind gives its fields by the grammar's names (plain, IPython and IPython 8 frames)."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     log = "\n".join(
         [
@@ -119,7 +120,7 @@ def test_traceback_lines_become_frames_and_the_exception() -> None:
     ],
 )
 def test_legacy_cuda_error_cut_anywhere_in_its_location(line: str, at_file: str | None, at_line: int | None) -> None:
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     (err,) = [r for r in parse_text(line) if r.kind == "cuda_error"]
     assert (err.error, err.code, err.at_file, err.at_line) == ("device-side assert triggered", 59, at_file, at_line)
@@ -179,7 +180,7 @@ def test_sanitizer_locations_in_each_layout(
     ],
 )
 def test_a_message_cut_off_is_completed_from_the_literal_on_its_raising_line(code: str, pasted: str, message: str) -> None:
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     log = f'Traceback (most recent call last):\n  File "/x/m.py", line 9, in f\n    {code}\n{pasted}\n'
     (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
@@ -188,7 +189,7 @@ def test_a_message_cut_off_is_completed_from_the_literal_on_its_raising_line(cod
 
 def test_a_paste_that_lost_its_newlines_is_read_as_the_lines_it_was() -> None:
     """`terminate called ...` and `what():` always start a line of their own: found mid-line, the line was glued."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     glued = (
         "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down. "
@@ -255,7 +256,7 @@ def test_pickled_terminals_are_plain_text_or_compiled_on_first_use() -> None:
 def test_a_warning_s_message_never_takes_a_line_that_only_starts_like_a_traceback_s() -> None:
     """c10's `Exception raised from F at FILE:LINE` starts with an exception's name but is no exception line: it
     belongs to the C++ block, not to the warning printed long before it."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     log = (
         "/x/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create 8 worker processes in total.\n"

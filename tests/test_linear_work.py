@@ -14,7 +14,7 @@ from typing import Any
 from kbdebug import api
 from kbdebug.diagnoser.match import diagnose_records
 from kbdebug.kb import load_kb
-from kbdebug.parse import parse_text
+from kbdebug.parse.regions import parse_text
 from kbdebug.scan import REPEATS, WHOLE, Scanner, scan_bytes
 
 PACKAGE = str(Path(api.__file__).parent)

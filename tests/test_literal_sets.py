@@ -7,7 +7,7 @@ import pytest
 
 from kbdebug.core.phrases import LiteralSets
 from kbdebug.parse.derive import anchors, own_line
-from kbdebug.parse.grammar import names
+from kbdebug.parse.sources import names
 
 
 def test_a_set_has_a_hit_exactly_where_one_of_its_texts_is() -> None:

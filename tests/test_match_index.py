@@ -11,8 +11,8 @@ import pytest
 from kbdebug._resources import data_dir
 from kbdebug.diagnoser import match
 from kbdebug.kb.loader import KnowledgeBase, load_kb
-from kbdebug.parse import parse_regions
 from kbdebug.parse.needles import needles
+from kbdebug.parse.regions import parse_regions
 from kbdebug.records import Record
 from kbdebug.scan import scan_text
 

@@ -6,10 +6,10 @@ import pytest
 from grammar_cases import CASES
 
 from kbdebug.core.phrases import required_texts
-from kbdebug.parse import parse_text
 from kbdebug.parse.derive import cover, openers
-from kbdebug.parse.grammar import names
 from kbdebug.parse.needles import needles
+from kbdebug.parse.regions import parse_text
+from kbdebug.parse.sources import names
 from kbdebug.scan import WHOLE, scan_bytes
 
 # Every case line of a kind that opens a record (`// scan for:` in its grammar): the scanner must find it.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kbdebug.api import diagnose_text
 from kbdebug.normalise import lines_of
-from kbdebug.parse import parse_text
+from kbdebug.parse.regions import parse_text
 
 
 def texts(text: str) -> list[str]:
@@ -158,3 +158,27 @@ def test_a_users_note_after_thcs_location_leaves_the_error_and_its_location() ->
                 line.rsplit("/", 1)[1].split(":")[0],
                 int(line.rsplit(":", 1)[1]),
             )
+
+
+def test_an_exception_type_left_at_the_end_of_an_unindented_source_line_is_read_as_the_error() -> None:
+    """Pasted without its code fence, the failing source line lost its indentation and the `IndexError: ` after it
+    (a trailing space) ends that line, its message on the next one: the type is still the error's."""
+    log = (
+        "return F.cross_entropy(logits, labels, weight=self.class_weights, ignore_index=self.ignore) IndexError: \n"
+        "Target 7 is out of bounds.\n"
+    )
+    root = diagnose_text(log).incidents[0]
+    assert (root.rule, root.facts["error_type"], root.facts["target"]) == ("nll_target_out_of_range", "IndexError", 7)
+
+
+def test_a_warning_s_location_before_its_type_is_no_source_line() -> None:
+    """`file.py:536: UserWarning: ` ends its line too (Python prints the message on the next): it stays one warning."""
+    log = (
+        "/opt/venv/lib/python3.10/site-packages/torch/nn/modules/loss.py:536: UserWarning: \n"
+        "Using a target size (torch.Size([8])) that is different to the input size (torch.Size([8, 1])). This will likely "
+        "lead to incorrect results due to broadcasting. Please ensure they have the same size.\n"
+        "  return F.mse_loss(input, target, reduction=self.reduction)\n"
+    )
+    (warning,) = [r for r in parse_text(log) if r.kind == "exception"]
+    assert (warning.exc_type, warning.message[:22]) == ("UserWarning", "Using a target size (t")
+    assert diagnose_text(log).incidents[0].facts["error_type"] == "UserWarning"

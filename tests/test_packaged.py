@@ -13,7 +13,7 @@ import pytest
 from lark.exceptions import LarkError
 
 from kbdebug._resources import data_dir
-from kbdebug.parse import derive, grammar, packaged, parser_cache
+from kbdebug.parse import derive, grammar, packaged, parser_cache, sources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +28,7 @@ def test_the_shipped_readings_are_what_the_grammars_say_now() -> None:
 
 def test_a_reading_derived_from_other_text_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     name = "traceback"
-    grammar_hash, code_hash = derive._grammar_hash(name), derive.READINGS
+    grammar_hash, code_hash = packaged.grammar_hash(name), packaged.READINGS
     assert packaged.reading(name, "line_start", grammar_hash, code_hash) == derive._line_start(derive.parser(name))
     assert packaged.reading(name, "line_start", "edited-grammar", code_hash) is None
     assert packaged.reading(name, "line_start", grammar_hash, "edited-code") is None
@@ -76,7 +76,7 @@ def test_without_a_cache_only_the_grammars_of_the_logs_formats_are_loaded(tmp_pa
 
 def test_a_damaged_file_costs_only_the_time_to_derive(monkeypatch: pytest.MonkeyPatch) -> None:
     name = "traceback"
-    grammar_hash, code_hash = derive._grammar_hash(name), derive.READINGS
+    grammar_hash, code_hash = packaged.grammar_hash(name), packaged.READINGS
     good = packaged._shipped(name)
     damaged: list[object] = [
         [],
@@ -136,7 +136,7 @@ def test_editing_the_deriving_code_s_text_keeps_the_shipped_readings(tmp_path: P
         "from kbdebug.parse import derive, packaged\n"
         "for path, fresh in derive.packaged_readings().items():\n"
         "    assert json.loads(path.read_text(encoding='utf-8')) == json.loads(json.dumps(fresh)), 'stale'\n"
-        "assert packaged.reading('traceback', 'line_start', derive._grammar_hash('traceback'), derive.READINGS) is not None\n"
+        "assert packaged.reading('traceback', 'line_start', packaged.grammar_hash('traceback'), packaged.READINGS) is not None\n"
         "print('ok')\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "KBDEBUG_NO_CACHE": "1"}
@@ -180,8 +180,8 @@ ASSERT_LINE = "/pytorch/aten/src/ATen/native/cuda/Loss.cu:103: k: block: [0,0,0]
 
 
 def test_an_edited_grammar_is_built_not_read_from_the_shipped_tables() -> None:
-    text, common = grammar.source("kernel_assert"), grammar.source(grammar.COMMON)
-    where = grammar.folder("kernel_assert")
+    text, common = sources.source("kernel_assert"), sources.source(sources.COMMON)
+    where = sources.folder("kernel_assert")
     assert parser_cache.shipped(where, "kernel_assert:start", parser_cache.table_key(text, common)) is not None
     edited = text.replace("/\\s*Assertion\\s*/", "/\\s*Assert1on\\s*/")
     assert edited != text
@@ -193,8 +193,8 @@ def test_an_edited_grammar_is_built_not_read_from_the_shipped_tables() -> None:
 
 
 def test_a_shipped_parser_reads_as_a_built_one_and_a_damaged_file_costs_only_the_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    text, common = grammar.source("kernel_assert"), grammar.source(grammar.COMMON)
-    where, key = grammar.folder("kernel_assert"), parser_cache.table_key(text, common)
+    text, common = sources.source("kernel_assert"), sources.source(sources.COMMON)
+    where, key = sources.folder("kernel_assert"), parser_cache.table_key(text, common)
     shipped = parser_cache.shipped(where, "kernel_assert:start", key)
     assert shipped is not None and shipped.parse(ASSERT_LINE) == grammar._build_lalr(text, "start").parse(ASSERT_LINE)
     for damaged in (

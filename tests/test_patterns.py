@@ -23,8 +23,9 @@ from kbdebug.core.lazy import LazyPattern, compiled
 from kbdebug.kb import load_kb
 from kbdebug.kb.patterns import compile_pattern, super_linear_reason
 from kbdebug.parse import walk
-from kbdebug.parse.grammar import names, parser
+from kbdebug.parse.grammar import parser
 from kbdebug.parse.registry import formats
+from kbdebug.parse.sources import names
 
 SMALL, BIG = 1_000, 16_000  # 16x longer: linear time grows 16x, quadratic 256x
 BOUND = 64

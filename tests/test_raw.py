@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kbdebug.normalise import MAX_FLAT
-from kbdebug.parse import parse_text
+from kbdebug.parse.regions import parse_text
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(ROOT.glob("knowledge/*/examples/*/*.log"))

@@ -262,7 +262,7 @@ def test_a_message_pasted_without_its_type_under_the_failing_line_is_that_line_s
     """Only the failing source line and the message (no traceback, no `RuntimeError: `): the message is read as
     the error of that line, so the names on it (a label times a prediction in a loss) decide the cause."""
     from kbdebug.api import diagnose_text
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     log = "    inter = (labels * probs).sum(dim=(2, 3))\nThe size of tensor a (5) must match the size of tensor b (3) at non-singleton dimension 1\n"
     (exc,) = [r for r in parse_text(log) if r.kind == "exception"]
@@ -281,7 +281,7 @@ def test_a_message_pasted_without_its_type_under_the_failing_line_is_that_line_s
 
 
 def test_an_indented_log_line_then_an_ordinary_line_makes_no_error() -> None:
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     log = "Validation:\n    mIoU = 0.613, loss = 0.412\nSaving checkpoint to runs/exp3/last.pt\n"
     assert [r for r in parse_text(log) if r.kind == "exception" and r.exc_type == "" and r.first_line == 3] == []

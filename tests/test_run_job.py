@@ -363,6 +363,48 @@ def test_a_run_that_succeeds_loads_neither_pydantic_nor_the_pipeline(entry: str,
     assert res.stdout.strip() == "0 []", res.stderr
 
 
+@pytest.mark.parametrize("steps", [3, 30_000])
+def test_a_run_that_succeeds_printing_no_evidence_loads_no_parser(steps: int) -> None:
+    """A job that prints training lines and exits 0 (a few, or a megabyte and more) is searched for the needles
+    and nothing else: no grammar, no record class, no normaliser (benchmarks/run_overhead.py, the training child)."""
+    heavy = ("pydantic", "lark", "jinja2", "kbdebug.records", "kbdebug.normalise", "kbdebug.parse.grammar", "kbdebug.kb", "kbdebug.api")
+    child = f"for i in range({steps}): print(f'step {{i}} loss={{1 / (i + 1):.6f}} lr=0.001', 'x' * 40)"
+    code = textwrap.dedent(f"""
+        import sys
+        sys.argv = ["kbdebug", "run", "--", sys.executable, "-c", {child!r}]
+        from kbdebug.__main__ import main
+        try:
+            main()
+        except SystemExit as exc:
+            heavy = sorted({{m for m in sys.modules if m.startswith({heavy!r})}})
+            print(exc.code, heavy, "kbdebug.scan" in sys.modules, file=sys.stderr)
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=60)
+    assert res.stdout.count("\n") == steps  # past a megabyte, the needles were searched as it arrived
+    assert res.stderr.strip() == "0 [] True", res.stderr
+
+
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        (b"epoch 1 loss 0.5\n", False),
+        (b"epoch 1 loss 0.5\nRuntimeError: CUDA error: device-side assert triggered\n", True),
+        (b"step 3 loss 0.1 " * 100_000 + b"\n", False),
+        (b"step 3 loss 0.1\n" * 100_000 + b"RuntimeError: CUDA out of memory.\n" + b"step 4\n" * 10, True),
+    ],
+)
+def test_the_scanner_says_whether_a_needle_was_found_in_small_and_large_output(output: bytes, found: bool) -> None:
+    """`kbdebug run` diagnoses a job that succeeded only when its output holds a needle: a small output (read
+    whole by the scanner, never searched) is searched for them too."""
+    from kbdebug.parse.needles import needles
+    from kbdebug.scan import Scanner
+
+    scanner = Scanner(needles)
+    for i in range(0, len(output), 1 << 16):
+        scanner.feed(output[i : i + (1 << 16)])
+    assert scanner.found() is found
+
+
 def test_a_large_output_is_scanned_as_it_arrives_and_diagnosed(tmp_path: Path) -> None:
     """Past the held amount the scanner is built mid-run; the error at the end of a long output is still read."""
     child = script(
@@ -411,32 +453,18 @@ def test_only_a_cause_whose_retry_is_yes_is_rerun(retry: str, again: bool, why: 
     assert retry_decision(diag, int(signal.SIGINT), 0, 2) == (False, "not rerunning: kbdebug itself received SIGINT")
 
 
-@pytest.mark.parametrize(
-    ("hold", "memory", "no_tmp"), [(1 << 30, 1 << 30, False), (1 << 30, 4096, False), (64 * 1024, 4096, False), (1 << 30, 4096, True)]
-)
-def test_the_output_held_for_the_diagnosis_reads_as_the_whole_log(
-    hold: int, memory: int, no_tmp: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Held in memory, in a temporary file past `memory`, or scanned as it arrives past `hold` (or when no
-    temporary file can be made): the run's regions are those of its whole output read at once, and its
-    lines are counted."""
-    import tempfile
-
-    from kbdebug.runtime import runner
-
-    if no_tmp:
-
-        def full(*args: object, **kwargs: object) -> None:
-            raise OSError(28, "No space left on device")
-
-        monkeypatch.setattr(tempfile, "TemporaryFile", full)
+@pytest.mark.parametrize("hold", [1 << 30, 4096, 64 * 1024])
+def test_the_output_held_for_the_diagnosis_reads_as_the_whole_log(hold: int) -> None:
+    """Held in memory, or scanned as it arrives past `hold`: the run's regions are those of its whole output
+    read at once, and its lines are counted."""
     from kbdebug.parse.needles import needles
+    from kbdebug.runtime import runner
     from kbdebug.scan import scan_bytes
 
     lines = [b"step %d loss 0.5 %s\n" % (i, b"x" * 60) for i in range(30_000)]
     lines[12_000:12_000] = [b"Traceback (most recent call last):\n", b'  File "t.py", line 3, in <module>\n', b"RuntimeError: boom\n"]
     lines.append(b"RuntimeError: CUDA error: an illegal memory access was encountered\n")
-    feed = runner._Feed(hold=hold, memory=memory)
+    feed = runner._Feed(hold=hold)
     for i in range(0, len(lines), 7):
         feed.feed(b"".join(lines[i : i + 7]))
     got = feed.scanner().close()

@@ -3,6 +3,8 @@ corpus showed): the same crash keeps its signature wrapped, prefixed, amid noise
 
 from __future__ import annotations
 
+import pytest
+
 from kbdebug.api import diagnose_text
 from kbdebug.normalise import lines_of
 
@@ -280,7 +282,7 @@ def test_a_sanitizer_report_whose_newlines_were_lost_is_still_read() -> None:
 
 def test_a_row_of_equals_signs_inside_a_joined_line_is_no_sanitizer_line() -> None:
     """torchrun's failure table drawn with `=` borders, joined onto the exception before it: the exception is read."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     joined = (
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "
@@ -296,7 +298,7 @@ def test_a_row_of_equals_signs_inside_a_joined_line_is_no_sanitizer_line() -> No
 def test_python_s_caret_markers_are_never_a_wrapped_line() -> None:
     """`^^^^` under a source line is printed whole: the message after it (its type not pasted) is a line of its own,
     however wide the markers were."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     log = (
         '  File "/srv/app/pipeline.py", line 41, in render\n'
@@ -313,7 +315,7 @@ def test_python_s_caret_markers_are_never_a_wrapped_line() -> None:
 def test_a_whole_source_line_and_the_message_after_it_are_two_lines() -> None:
     """Only the frames and the message were pasted (no `Type: `): a source line whose brackets all close, then a
     sentence, is no line cut in two; a line cut inside its brackets still is."""
-    from kbdebug.parse import parse_text
+    from kbdebug.parse.regions import parse_text
 
     frame = '  File "/home/kim/seg/util.py", line 28, in to_one_hot\n'
     whole = "    one_hot = torch.zeros(n, classes, h, w, device=labels.device).scatter_(1, labels.view(n, 1, h, w), 1)\n"
@@ -324,3 +326,57 @@ def test_a_whole_source_line_and_the_message_after_it_are_two_lines() -> None:
     cut = "    one_hot = torch.zeros(n, classes, h, w, device=labels.device).scatter_(1, labels.view(n, 1, h, w),\n"
     joined = texts(frame + cut + "1)\n")
     assert joined[-1].strip() == cut.strip() + "1)"
+
+
+RANKED_NCCL = (
+    "[rank1]: Traceback (most recent call last):\n"
+    '[rank1]:   File "/srv/train/ddp_step.py", line 88, in <module>\n'
+    "[rank1]:     dist.all_reduce(grad, op=dist.ReduceOp.SUM)\n"
+    '[rank1]:   File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2501, in all_reduce\n'
+    "[rank1]:     work = group.allreduce(\n"
+    "[rank1]: {message}\n"
+    "W0302 11:40:02.118000 140021 torch/distributed/elastic/multiprocessing/api.py:858] Sending process 4410 closing signal SIGTERM\n"
+    "E0302 11:40:02.901000 140021 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: 1) local_rank: 1 (pid: 4411) "
+    "of binary: /usr/bin/python3\n"
+)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "RuntimeError: NCCL Error 2: unhandled system error (run with NCCL_DEBUG=INFO for details)",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+        "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+    ],
+)
+def test_rank_prefixed_lines_joined_into_one_paragraph_are_read_apart(message: str) -> None:
+    """Markdown made the newlines spaces: each `[rankN]: ` and each glog prefix (`W0302 11:40:02.118000 140021
+    file.py:858] `) starts a line again, even after a source line left open (`allreduce(`), so the rank's error is
+    read as it was printed."""
+    log = RANKED_NCCL.format(message=message)
+    joined = " ".join(line.strip() for line in log.splitlines()) + "\n"
+    printed, pasted = diagnose_text(log).incidents[0], diagnose_text(joined).incidents[0]
+    assert (pasted.rule, pasted.facts["rank"], pasted.facts["error_message"]) == ("nccl_error", 1, message.split(": ", 1)[1])
+    assert pasted.facts == printed.facts
+    assert "Sending process 4410 closing signal SIGTERM" in texts(joined)
+
+
+def test_cublas_s_own_line_with_the_next_glued_on_is_still_read() -> None:
+    """cuBLAS prints `** On entry to CALL parameter number N had an illegal value` on stderr, then the caller's
+    error; joined into one paragraph, the next line follows on the same line and cuBLAS's is still read."""
+    log = (
+        " ** On entry to DgemmBatched parameter number 9 had an illegal value\n"
+        "matmul extension failed with status 7\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/bench/batched.py", line 14, in <module>\n'
+        "    out = ext.batched_gemm(a, b)\n"
+        "RuntimeError: matmul extension failed\n"
+    )
+    joined = " ".join(line.strip() for line in log.splitlines()) + "\n"
+    for text in (log, joined):
+        root = diagnose_text(text).incidents[0]
+        assert (root.rule, root.facts["cublas_call"], root.facts["cublas_status"]) == (
+            "cublas_failure",
+            "DgemmBatched",
+            "CUBLAS_STATUS_INVALID_VALUE",
+        )

@@ -26,9 +26,9 @@ from lark import Transformer
 
 from kbdebug import records
 from kbdebug.core.facts import declared_by
-from kbdebug.parse.grammar import folder
-from kbdebug.parse.grammar import source as grammar_source
 from kbdebug.parse.registry import defined_in
+from kbdebug.parse.sources import folder
+from kbdebug.parse.sources import source as grammar_source
 from kbdebug.records import PyException
 
 _RULE = re.compile(r"^[?!]?([a-z][a-z0-9_]*)(?:\.\d+)?\s*:", re.M)

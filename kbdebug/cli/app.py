@@ -82,7 +82,7 @@ def parse_cmd(
     fmt: Annotated[ParseFormat, typer.Option("--format", "-f", help="Output format.")] = ParseFormat.text,
 ) -> None:
     """Print the records the grammars read from a log (for debugging grammars)."""
-    from kbdebug.parse import parse_regions
+    from kbdebug.parse.regions import parse_regions
 
     try:
         regions = regions_for(file, passthrough=False)

@@ -181,10 +181,11 @@ class _Attempt:
     def _named_on_success(self, first: Any, source: str) -> Any:
         """A job that exited 0 whose output still names a cause (torch warning that a loss broadcast its
         target, a loss gone NaN): the diagnosis, said to be one of a finished job; the status stays 0. Only
-        output the scanner keeps as possible evidence is diagnosed; a job that printed nothing costs no parser."""
+        output where the scanner finds a line that can open a record is diagnosed; a job whose output holds none costs
+        no parser (nor the record classes)."""
         if not first.lines and not first.feed.held and not first.feed.size:
             return None
-        if not first.regions:
+        if not first.feed.scanner().found() or not first.regions:
             return None
         diag = self._diagnose(first, source, "run")
         from kbdebug.cli.status import NAMED, found

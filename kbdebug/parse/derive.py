@@ -25,7 +25,8 @@ from kbdebug._cache import cached, code_version
 from kbdebug.core import phrases, searching
 from kbdebug.core.phrases import canonical_text, split_alternatives
 from kbdebug.parse import packaged
-from kbdebug.parse.grammar import COMMON, directive, fast_parser, files, folder, names, parser, source
+from kbdebug.parse.grammar import fast_parser, parser
+from kbdebug.parse.sources import COMMON, directive, files, folder, names, source
 
 T = TypeVar("T")
 
@@ -344,20 +345,11 @@ def _rarity(needle: bytes) -> int:
 def _derived(name: str, what: str, build: Callable[[], T]) -> T:
     """`build()`'s reading of grammar `name`: the one shipped with the grammars when it was derived from
     this grammar text and this code (kbdebug.parse.packaged), else kept in the cache under them."""
-    shipped = packaged.reading(name, what, _grammar_hash(name), READINGS)
+    shipped = packaged.shipped_reading(name, what)
     if shipped is not None:
         return shipped  # type: ignore[no-any-return]
     key = hashlib.sha256("|".join([source(name), source(COMMON), code_version()]).encode()).hexdigest()[:20]
     return cached(f"{name}-{what}", key, object, build)  # type: ignore[return-value]
-
-
-# What the readings shipped in the format folders' derived.json are: raise it when the deriving code changes what a
-# grammar yields, or the shape of a reading (tests/test_packaged.py fails while the file is stale).
-READINGS = "readings-2"
-
-
-def _grammar_hash(name: str) -> str:
-    return packaged.digest(f"{source(name)}|{source(COMMON)}")
 
 
 def packaged_readings() -> dict[Path, dict[str, Any]]:
@@ -376,8 +368,8 @@ def packaged_readings() -> dict[Path, dict[str, Any]]:
         kinds = directive(source(name), "own line")
         if kinds:
             readings[_anchors_key(tuple(kinds))] = _AnchorReader(grammar).read(tuple(kinds))
-        entry = {"grammar": _grammar_hash(name), "readings": {w: packaged.encode(w, v) for w, v in readings.items()}}
-        files.setdefault(folder(name) / packaged.FILE, {"code": READINGS, "grammars": {}})["grammars"][name] = entry
+        entry = {"grammar": packaged.grammar_hash(name), "readings": {w: packaged.encode(w, v) for w, v in readings.items()}}
+        files.setdefault(folder(name) / packaged.FILE, {"code": packaged.READINGS, "grammars": {}})["grammars"][name] = entry
     return files
 
 

@@ -15,41 +15,7 @@ from lark import Lark, Tree
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 from kbdebug.parse import parser_cache
-
-COMMON = "_common"  # the shared terminals, at the top of grammars/
-
-
-@cache
-def files() -> dict[str, Path]:
-    """Every grammar by name (its file's stem), folder by folder: the grammars are the folders' own files,
-    so a new format's grammar is found where it is put."""
-    root = data_dir("grammars")
-    found = {p.stem: p for p in sorted(root.glob("*/*.lark"))}
-    return {COMMON: root / f"{COMMON}.lark", **found}
-
-
-def names() -> tuple[str, ...]:
-    """The grammars of the formats (the shared `_common` is none)."""
-    return tuple(name for name in files() if name != COMMON)
-
-
-def folder(name: str) -> Path:
-    """The format folder that holds grammar `name`."""
-    return files()[name].parent
-
-
-@cache
-def source(name: str) -> str:
-    """The text of grammar `name` (read once per process: the parser, its cache key and the readings of
-    kbdebug.parse.derive all need it)."""
-    return files()[name].read_text(encoding="utf-8")
-
-
-def directive(text: str, key: str) -> list[str] | None:
-    """The words of a grammar's `// KEY: word word (why)` comment (the reason in parentheses dropped), or
-    None without one: `parser`, `scan for`, `own line` say what the grammar is to the code that reads it."""
-    m = re.search(rf"^//\s*{re.escape(key)}:\s*(.*)$", text, re.M)
-    return m.group(1).split("(")[0].split() if m else None
+from kbdebug.parse.sources import COMMON, directive, folder, names, source
 
 
 def build(text: str, name: str | None = None) -> Lark:
@@ -88,15 +54,15 @@ def shipped_tables() -> dict[Path, dict[str, Any]]:
             parser(name)
         else:
             fast_parser(name)
-    files: dict[Path, dict[str, Any]] = {}
+    tables: dict[Path, dict[str, Any]] = {}
     for (name, start), text in sorted(ASKED.items()):
         where, parser_id = folder(name), f"{name}:{start}"
         key = parser_cache.table_key(text, source(COMMON))
         entry = parser_cache.shipped_entries(where).get(parser_id)
         if not (isinstance(entry, dict) and entry.get("key") == key):
             entry = {"key": key, "tables": parser_cache.tables(_build_lalr(text, start))}
-        files.setdefault(where / parser_cache.SHIPPED, {})[parser_id] = entry
-    return files
+        tables.setdefault(where / parser_cache.SHIPPED, {})[parser_id] = entry
+    return tables
 
 
 @cache

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TypeVar
 
-from kbdebug.parse.grammar import folder, names
 from kbdebug.parse.reader import Reader
+from kbdebug.parse.sources import folder, names
 
 T = TypeVar("T")
 

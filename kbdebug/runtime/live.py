@@ -27,7 +27,7 @@ from kbdebug.core.values import dtype_name, plain_number
 from kbdebug.diagnoser.context import LABEL_NAME, call_settings, launch_command
 from kbdebug.diagnosis import LiveEvidence, LiveSite
 from kbdebug.normalise import Line
-from kbdebug.parse import parse_lines
+from kbdebug.parse.regions import parse_lines
 from kbdebug.records import Frame, PyException, Record
 from kbdebug.runtime.plain_errors import live_facts
 

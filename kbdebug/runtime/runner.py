@@ -6,8 +6,9 @@ bounded on a run that prints for days). Signals are forwarded; the child's exit 
 and how it ended (a signal, a core dump) is handed to the diagnosis as a record of its own: a segfault
 prints nothing.
 
-A wrapper must cost its job nothing: while the child runs, the wrapper only copies; the scanner and the
-diagnosis pipeline are imported only when the child fails (or its output grows very large).
+A wrapper must cost its job nothing: while the child runs, the wrapper only copies (and, past a megabyte of
+output, searches it for the scanner's needles); the parsers and the diagnosis pipeline are imported only when
+the child fails, or its output holds a line that can open a record.
 """
 
 from __future__ import annotations
@@ -35,15 +36,16 @@ RERUN_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "TORCH_SHOW_CPP_STACKTRACES": "1"}
 FORWARDED = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, n))
 PIPE_GRACE = 2.0  # seconds to drain the pipes after the child exits
 MAX_PARTIAL = 64 * 1024  # a "line" longer than this (a progress bar without newlines) is scanned in pieces
-HOLD = 64 << 20  # output held unscanned until it outgrows this; then it is scanned as it arrives
-MEMORY = 1 << 20  # of which this much is held in memory, the rest in a temporary file
+HOLD = 1 << 20  # output held in memory, unscanned, until it outgrows this; then it is scanned as it arrives
 BATCH = 1 << 20  # once scanning as it arrives, the scanner reads this much at a time
-# An unbuffered child (PYTHONUNBUFFERED, as run makes a Python child) writes each line on its own: read as
-# they come, 100k lines cost the wrapper 100k wake-ups, reads and writes, more CPU than the child's own.
-# After a read smaller than SMALL_READ the pump waits GATHER seconds, so the next read takes many lines
-# at once (a pipe holds 64 KiB): output is still shown within milliseconds.
-SMALL_READ = 1 << 14
-GATHER = 0.002
+# An unbuffered child (PYTHONUNBUFFERED, as run makes a Python child) writes each line on its own: read as they
+# come, 100k lines cost the wrapper 100k wake-ups, reads and writes, more CPU than the child's own. A pump that
+# read less than a full READ waits GATHER seconds, so that its next read takes what the child wrote meanwhile
+# (the pipe is made PIPE_SIZE large, so the child does not block while it waits): output is still shown within
+# a hundredth of a second, and a pump wakes at most a hundred times a second.
+READ = 1 << 20
+PIPE_SIZE = 1 << 20  # Linux's default limit for an unprivileged process (/proc/sys/fs/pipe-max-size)
+GATHER = 0.01
 
 
 class RunError(Exception):
@@ -55,75 +57,61 @@ class RunError(Exception):
 
 
 class _Feed:
-    """The child's merged output, kept for a diagnosis that happens only at the end, if the child fails.
+    """The child's merged output, kept for a diagnosis that happens only at the end.
 
-    While the child runs, copying its output is the wrapper's whole job: the output is only held here, the
-    first `memory` bytes in memory (a short run never touches the disk), then in an unlinked temporary file
-    (a write to the page cache). A child that exits 0 is never scanned; one that fails is scanned once, at
-    the end. A run that outgrows `hold` bytes builds the scanner (importing the grammars' needles), which
-    reads what was held and then the rest in BATCH pieces as it arrives: memory and disk stay bounded on a
-    run that prints for days. Lines are counted, so a record of how the child ended can be placed after
-    its last line.
+    While the child runs, copying its output is the wrapper's whole job: the first `hold` bytes are only held
+    in memory (a short run builds nothing). A run that outgrows them builds the scanner (the needles and an
+    RE2 pass: no parser), which reads what was held and then the rest in BATCH pieces as it arrives: memory
+    stays bounded on a run that prints for days, and nothing is written to disk. Its lines are counted (by the
+    scanner, which counts them anyway), so a record of how the child ended can be placed after its last line.
     """
 
-    def __init__(self, hold: int = HOLD, memory: int = MEMORY) -> None:
-        self.hold, self.memory = hold, memory
-        self.held: list[bytes] = []  # in memory, until they outgrow `memory` bytes
-        self.size = 0  # bytes held, in memory or in the file
-        self.lines = 0
-        self._file: IO[bytes] | None = None
+    def __init__(self, hold: int = HOLD) -> None:
+        self.hold = hold
+        self.held: list[bytes] = []  # until they outgrow `hold` bytes
+        self.size = 0  # bytes held
         self._scanner: Scanner | None = None
         self._batch: list[bytes] = []  # arrived since the scanner last read
         self._batched = 0
         self.broken = False  # building the scanner failed in a pump; the diagnosis tries again and reports it
+        self._uncounted = 0  # lines fed and then dropped: those held when the scanner failed to build, and any after
+
+    @property
+    def lines(self) -> int:
+        """The lines fed so far."""
+        pending = self.held if self._scanner is None else self._batch
+        counted = self._scanner.lines if self._scanner is not None else 0
+        return self._uncounted + counted + sum(chunk.count(b"\n") for chunk in pending)
 
     def feed(self, data: bytes) -> None:
-        self.lines += data.count(b"\n")
         if self.broken:
+            self._uncounted += data.count(b"\n")
             return
         try:
             if self._scanner is None:
+                self.held.append(data)
                 self.size += len(data)
-                try:
-                    if self._file is None and self.memory < self.size <= self.hold:
-                        import tempfile
-
-                        spool = tempfile.TemporaryFile()
-                        spool.writelines(self.held)
-                        self._file, self.held = spool, []
-                    if self._file is not None:
-                        self._file.write(data)
-                    else:
-                        self.held.append(data)
-                    data = b""
-                except OSError:  # no room for a temporary file: scan what is held, and the rest as it arrives
-                    self.size = self.hold + 1
                 if self.size <= self.hold:
                     return
                 self.scanner()
+                return
             self._batch.append(data)
             self._batched += len(data)
             if self._batched >= BATCH:
                 self.scanner()
-        except Exception:  # the parsers failed to load (a broken install): the pumps must go on copying the
-            if self._file is not None:  # output, or the child blocks on a full pipe
-                self._file.close()
-            self.held, self.size, self.broken, self._scanner, self._file = [], 0, True, None, None
+        except Exception:  # the scanner failed to build (a broken install): the pumps must go on copying the
+            self._uncounted = self.lines  # output, or the child blocks
+            self.held, self.size, self.broken, self._scanner, self._batch = [], 0, True, None, []
 
     def scanner(self) -> Scanner:
         """The scanner, having read everything fed so far (built here on first use)."""
         if self._scanner is None:
             from kbdebug.parse.needles import needles
-            from kbdebug.scan import CHUNK, Scanner
+            from kbdebug.scan import Scanner
 
             scanner = Scanner(needles)
-            if self._file is not None:
-                self._file.seek(0)
-                while data := self._file.read(CHUNK):
-                    scanner.feed(data)
-                self._file.close()
             scanner.feed(b"".join(self.held))
-            self._scanner, self.held, self.size, self._file = scanner, [], 0, None
+            self._scanner, self.held, self.size = scanner, [], 0
         if self._batch:
             self._scanner.feed(b"".join(self._batch))
             self._batch, self._batched = [], 0
@@ -212,7 +200,7 @@ class _Pump(threading.Thread):
         partial = b""
         while True:
             try:
-                data = os.read(fd, 1 << 16)
+                data = os.read(fd, READ)
             except InterruptedError:
                 continue
             except OSError:
@@ -233,7 +221,7 @@ class _Pump(threading.Thread):
                         partial = b""
             if self.echo:
                 self.echo = write_all(self.dest_fd, data)
-            if len(data) < SMALL_READ:  # a child writing line by line: let a few lines gather in the pipe
+            if len(data) < READ:  # the pipe is drained: let the child's next lines gather in it
                 time.sleep(GATHER)
         with self.lock:
             if partial and not self.detached:
@@ -279,6 +267,8 @@ def run_once(
             f.close()
         raise RunError(f"{cmd[0]}: permission denied", 126) from None
     assert proc.stdout is not None and proc.stderr is not None
+    for pipe in (proc.stdout, proc.stderr):
+        _widen(pipe.fileno())
     feed = result.feed.feed  # called with `lock` held
     pumps = [_Pump(proc.stdout, out_fd, feed, saves_out, merged, lock), _Pump(proc.stderr, err_fd, feed, saves_err, merged, lock)]
     for p in pumps:
@@ -318,6 +308,19 @@ def run_once(
     result.returncode = 128 - rc if rc < 0 else rc
     result.signal = -rc if rc < 0 else None
     return result
+
+
+def _widen(fd: int) -> None:
+    """Let the pipe hold PIPE_SIZE bytes, so that a child writing while a pump gathers seldom waits (Linux)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        except OSError:  # a lower limit: the pipe keeps its size
+            pass
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> tuple[int, bool]:
