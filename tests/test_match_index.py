@@ -1,7 +1,8 @@
 """The match stage's shortcuts find what trying everything finds: a record is tried only against the templates
 whose needed text its fields hold (kbdebug.diagnoser.match._KindIndex), and a rule's indicator phrases are looked
-for only where one pass says the error may hold them (_Heard). Both are filters in front of the same tests, so
-on every rule example's records the rule chosen, its template and the phrases found must be the same without them."""
+for only where one pass says the error may hold them (_Heard), and only the rules with such a phrase are scored
+(_may_speak). All are filters in front of the same tests, so on every rule example's records the rule chosen, its
+template and the phrases found must be the same without them."""
 
 from __future__ import annotations
 
@@ -54,4 +55,5 @@ def test_the_shortcuts_choose_what_trying_every_template_and_phrase_chooses(monk
 
     monkeypatch.setattr(match, "_kind_index", every_template)
     monkeypatch.setattr(match, "_heard", every_phrase)
+    monkeypatch.setattr(match, "_may_speak", lambda kb, heard: kb.rules)
     assert _chosen(records) == with_index

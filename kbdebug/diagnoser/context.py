@@ -23,6 +23,7 @@ import ast
 import os
 import re
 import shlex
+from functools import lru_cache
 from typing import Any
 
 from kbdebug.core.facts import Facts, merge
@@ -113,11 +114,20 @@ def _plain(facts: Facts) -> dict[str, Any]:
     return plain_facts(str(facts.get("error_type") or ""), str(facts.get("error_message") or ""), str(facts.get("user_code") or ""))
 
 
+@lru_cache(maxsize=256)
+def _parsed(code: str) -> ast.Module | None:
+    """A failing line of code as Python parses it (None: it does not), once for both readings of it (`operand_names`,
+    `call_settings`, which only read the tree) and for a line that fails in log after log."""
+    try:
+        return ast.parse(code.strip().rstrip(":"))
+    except SyntaxError:
+        return None
+
+
 def call_settings(code: str) -> dict[str, Any]:
     """Literal keyword arguments on a line of code (`num_classes=5`, `ignore_index=255`, `to_onehot=14`)."""
-    try:
-        tree = ast.parse(code.strip().rstrip(":"))
-    except SyntaxError:
+    tree = _parsed(code)
+    if tree is None:
         return {}
     out: dict[str, Any] = {}
     for node in ast.walk(tree):
@@ -242,9 +252,8 @@ def operand_names(code: str, tensors: dict[str, Any]) -> dict[str, Any]:
     the two plain-name arguments of the line's call (`loss = criterion(logits, label)`)."""
     names = [n for n in tensors if isinstance(tensors[n], dict) and len(tensors[n].get("shape", [])) >= 1]
     if not names:
-        try:
-            tree = ast.parse(code.strip().rstrip(":"))
-        except SyntaxError:
+        tree = _parsed(code)
+        if tree is None:
             return {}
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
         args = [n for n in (_operand(a) for a in calls[0].args) if n] if calls else []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import re
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 import jinja2
@@ -85,6 +85,8 @@ def _guide_value(value: Any) -> Any:
 def _fill_slots(text: str, quoted: list[str], markdown: bool) -> str:
     """Put the log's values back. In Markdown a code span holding one is re-fenced (`code_span`); elsewhere
     its backticks and `<` are backslash-escaped. Facts and commands are not Markdown: values go back as they are."""
+    if "\x00" not in text:  # no slot: most guides quote no value that needed one
+        return text
     put = lambda m: quoted[int(m.group(1))]  # noqa: E731
     if not markdown:
         return _SLOT.sub(put, text)
@@ -99,15 +101,38 @@ def _fill_slots(text: str, quoted: list[str], markdown: bool) -> str:
 
 def fill_text(template: str, facts: dict[str, Any], markdown: bool = False) -> str:
     """A rule's template filled with the facts; `markdown`: it is a guide section (see `_fill_slots`)."""
+    return _fill(template, _variables(facts), markdown)
+
+
+def _variables(facts: dict[str, Any]) -> dict[str, Any]:
+    """What a template reads its names from: the environment's globals, then the facts (jinja2's `render` makes
+    this dict for every template it renders; an incident's templates all read the same one, made once)."""
+    return {**_fragment_env().globals, **facts}
+
+
+def _fill(template: str, variables: dict[str, Any], markdown: bool) -> str:
     quoted: list[str] = []
     token = _QUOTED.set(quoted)
     try:
-        return _fill_slots(_fragment_env().get_template(template).render(**facts).strip(), quoted, markdown)
+        compiled = _template(template)
+        # `Template.render` without copying `variables`: a template's `{% set %}` writes its own context's vars
+        context = compiled.new_context(variables, shared=True)
+        try:
+            text = compiled.environment.concat(compiled.root_render_func(context))  # type: ignore[attr-defined]
+        except Exception:
+            compiled.environment.handle_exception()  # as `render` does: the error shown in the template's source
+        return _fill_slots(text.strip(), quoted, markdown)
     except (jinja2.TemplateError, SyntaxError, TypeError, ValueError, ArithmeticError) as exc:
         # a guide that cannot render (a user's template, an odd fact value) still leaves a readable report
         return f"{template} (template error: {type(exc).__name__}: {exc})"
     finally:
         _QUOTED.reset(token)
+
+
+@lru_cache(maxsize=1024)
+def _template(text: str) -> jinja2.Template:
+    """A template compiled once per process (jinja2's own cache checks it is up to date on every use)."""
+    return _fragment_env().get_template(text)
 
 
 def script_name(facts: Facts) -> str:
@@ -169,11 +194,11 @@ def filled(inc: Incident, rule: Rule | None) -> Incident:
     if rule is None:
         return inc
     facts: dict[str, Any] = dict(inc.facts)
-    ctx = {"script": script_name(inc.facts), "rerun": rerun_command(inc.facts), **facts}
+    ctx = _variables({"script": script_name(inc.facts), "rerun": rerun_command(inc.facts), **facts})
     for key, tmpl in rule.facts.items():
-        facts.setdefault(key, fill_text(tmpl, ctx))
-    guide = {key: fill_text(getattr(rule.guide, key), ctx, markdown=True) for key, _ in SECTIONS}
-    commands = applicable([fill_text(c, ctx) for c in rule.commands], inc.facts, notebook_env)
+        facts.setdefault(key, _fill(tmpl, ctx, False))
+    guide = {key: _fill(getattr(rule.guide, key), ctx, True) for key, _ in SECTIONS}
+    commands = applicable([_fill(c, ctx, False) for c in rule.commands], inc.facts, notebook_env)
     libraries = (None, *inc.facts.get("libraries", ()))
     retry = facts.get("retry")
     return inc.model_copy(

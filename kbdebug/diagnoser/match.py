@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 from kbdebug.core.facts import Facts, merge
 from kbdebug.core.phrases import may_hold, required_texts, texts_score
+from kbdebug.core.searching import finds
 from kbdebug.core.stamps import Stamp, earliest
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
@@ -80,7 +81,7 @@ def _found(test: tuple[str, frozenset[str] | None, Pattern], rec: Record, texts:
     text = texts[name]
     if text is None:
         return None
-    return may_hold(needs, text) and rx.search(text) is not None
+    return may_hold(needs, text) and finds(rx, text)
 
 
 def matches(m: Match, rec: Record, texts: dict[str, str | None] | None = None) -> bool:
@@ -97,8 +98,11 @@ def captured(m: Match, rec: Record) -> dict[str, str]:
     """The named groups of a match's field patterns (`(?P<op>\\w+)`): facts the rule reads off the record itself."""
     out: dict[str, str] = {}
     for name, pattern in m.fields.items():
+        rx = _rx(pattern)
+        if not rx.groupindex:  # no named group: nothing to capture
+            continue
         text = field_text(rec, name)
-        found = _rx(pattern).search(text) if text is not None else None
+        found = rx.search(text) if text is not None else None
         if found is not None:
             out.update({k: v for k, v in found.groupdict().items() if v is not None})
     return out
@@ -263,6 +267,31 @@ def _heard(kb: KnowledgeBase, text: str, lowered: str) -> _Heard:
     return _Heard(frozenset(t for t in texts if t in lowered), frozenset(h for h in heads if h in end))
 
 
+_SPEAKERS: dict[Hashable, tuple[object, Any]] = {}
+
+
+def _may_speak(kb: KnowledgeBase, heard: _Heard) -> list[Rule]:
+    """The rules, in order, with a phrase that may speak in the text `heard` was read from (a rule with none
+    scores nothing: `indicator_score` skips every phrase `_Heard.may_speak` rules out), found by what the text holds."""
+
+    def make() -> tuple[set[int], dict[str, set[int]], dict[str, set[int]]]:
+        always: set[int] = set()  # the rules with a phrase that needs no text, and those by each text and head
+        by_text: dict[str, set[int]] = {}
+        by_head: dict[str, set[int]] = {}
+        for i, rule in enumerate(kb.rules):
+            for ind in _phrases(rule):
+                if ind.folded is None:
+                    always.add(i)
+                for t in ind.folded or ():
+                    by_text.setdefault(t, set()).add(i)
+                by_head.setdefault(ind.head, set()).add(i)
+        return always, by_text, by_head
+
+    always, by_text, by_head = _kept(_SPEAKERS, kb, make)
+    found = always.union(*(by_text[t] for t in heard.present), *(by_head[h] for h in heard.heads))
+    return [kb.rules[i] for i in sorted(found)]
+
+
 def indicator_score(rule: Rule, text: str, heard: _Heard) -> tuple[float, list[str]]:
     """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
     their letters' case; `heard`: what of the phrases it may hold); a phrase the text ends in the middle of
@@ -291,7 +320,7 @@ def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
         return None
     best: tuple[float, int, Rule, list[str]] | None = None
     heard = _heard(kb, text, text.lower())
-    for rule in kb.rules:
+    for rule in _may_speak(kb, heard):
         score, found = indicator_score(rule, text, heard)
         if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
             best = (score, rule.priority, rule, found)

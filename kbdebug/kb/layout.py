@@ -24,6 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kbdebug.kb.watch import Watch
+
 RULE_FILE = "rule.toml"
 GUIDE_FILE = "guide.md"
 EXAMPLES_DIR = "examples"
@@ -42,13 +44,49 @@ def rule_paths(directory: Path) -> list[Path]:
     return sorted(found, key=lambda p: (p.parent.name if p.name == RULE_FILE else p.stem, str(p)))
 
 
-def rule_stamps(directory: Path) -> list[tuple[str, int, int]]:
+def rule_stamps(directory: Path, watch: bool = False) -> list[tuple[str, int, int]]:
     """(file, size, time of change) of every file the rules in `directory` are read from (`rule_paths`, and a
     folder's guide; a missing guide as -1, -1): what a loaded knowledge base is kept by. A process that
     diagnoses log after log asks for it each time, so it costs a stat per file: which files there are is read
-    again only when the directory's own time of change says an entry was added, removed or renamed."""
+    again only when the directory's own time of change says an entry was added, removed or renamed.
+
+    `watch` (the bundled rules: on this machine's disk, never a network share whose edits another machine makes):
+    once asked WATCH_FROM times, the folders are watched (kbdebug.kb.watch) and the files are stat'ed again
+    only when the watch cannot say that nothing in them changed since."""
+    key = str(directory)
+    asked = _ASKED[key] = _ASKED.get(key, 0) + 1
+    if not watch or asked < WATCH_FROM or key in _UNWATCHABLE:
+        return _stamps(key, None)
+    kept = _WATCHED.get(key)
+    if kept is not None and kept[0].quiet():
+        return kept[1]
+    if kept is not None:
+        kept[0].close()
+    started = Watch()
+    started.add(key)  # before the folder is listed: an entry added from now on is an event
+    out = _stamps(key, started)
+    _WATCHED[key] = (started, out)
+    return out
+
+
+WATCH_FROM = 3  # a run that diagnoses one log asks twice (its diagnosis, its exit status): it sets up no watch
+_ASKED: dict[str, int] = {}
+_WATCHED: dict[str, tuple[Watch, list[tuple[str, int, int]]]] = {}
+_UNWATCHABLE: set[str] = set()  # directories holding a linked rule file: stat'ed on every ask
+
+
+def _stamps(directory: str, watch: Watch | None) -> list[tuple[str, int, int]]:
     out: list[tuple[str, int, int]] = []
-    for rule, guide in _rule_files(str(directory), os.stat(directory).st_mtime_ns):
+    listed = _rule_files(directory, os.stat(directory).st_mtime_ns)
+    if watch is not None and watch.fd >= 0:  # (no inotify here: nothing to watch, nothing to check)
+        for rule, guide in listed:  # each rule folder, before its files are stat'ed: a write from now on is an event
+            if guide is not None:
+                watch.add(os.path.dirname(rule))
+            if any(os.path.islink(f) for f in (rule, guide) if f is not None):
+                watch.close()  # a link's target is elsewhere: a write there is no event here
+                _UNWATCHABLE.add(directory)
+                break
+    for rule, guide in listed:
         try:
             st = os.stat(rule)
         except OSError:

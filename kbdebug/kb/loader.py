@@ -191,9 +191,10 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
     """
     directories = rule_dirs(extra)
     stamps: list[tuple[str, int, int]] = []
+    bundled = data_dir("knowledge")
     for directory in directories:
         try:
-            stamps += rule_stamps(directory)
+            stamps += rule_stamps(directory, watch=directory == bundled)
         except OSError:
             raise RuleFileError(f"{directory}: rule directory does not exist") from None
     memo_key = tuple(stamps)  # compared in this process; hashed only for the cache on disk
@@ -202,7 +203,6 @@ def load_kb(extra: list[Path] | None = None) -> KnowledgeBase:
         digest = hashlib.sha256(f"{code_version()}|{pydantic.VERSION}".encode())
         for name, size, mtime in stamps:  # a folder's guide is part of the rule
             digest.update(f"\0{name}\0{size}\0{mtime}".encode())
-        bundled = data_dir("knowledge")
         paths = [path for directory in directories for path in rule_paths(directory)]
 
         def build() -> KnowledgeBase:

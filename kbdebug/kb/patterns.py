@@ -19,6 +19,9 @@ from typing import Any, Protocol
 class Pattern(Protocol):
     def search(self, text: str) -> Any: ...
 
+    @property
+    def groupindex(self) -> Any: ...
+
 
 class PatternError(ValueError):
     """Why a pattern cannot be used, in a sentence for `rules lint`."""

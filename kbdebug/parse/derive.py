@@ -22,7 +22,7 @@ from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
 from kbdebug._cache import cached, code_version
-from kbdebug.core import phrases
+from kbdebug.core import phrases, searching
 from kbdebug.core.phrases import canonical_text, split_alternatives
 from kbdebug.parse import packaged
 from kbdebug.parse.grammar import fast_parser, parser
@@ -55,8 +55,8 @@ class Anchors:
             if hits is not None and self.number not in hits:
                 return []
         found: set[int] = set()
-        for m in self.direct.finditer(text):
-            found.add(m.start())
+        for k in searching.starts(self.direct, text):
+            found.add(k)
             if len(found) >= limit:
                 break
         for lit, spaces in self.after.items():
@@ -280,6 +280,13 @@ def own_line(name: str) -> Anchors | None:
     return anchors(name, *kinds) if kinds else None
 
 
+@cache
+def own_lines() -> tuple[tuple[str, Anchors], ...]:
+    """Each grammar that has `own line` kinds, with their anchors: what `kbdebug.parse.walk.unglue` asks of every
+    line, read once per process instead of once per grammar per line."""
+    return tuple((name, a) for name in names() if (a := own_line(name)) is not None)
+
+
 # -- the scanner's needles --------------------------------------------------------------------------
 MIN_NEEDLE = 4  # a text shorter than this cannot be searched for: it is everywhere
 NEEDLE = 6  # needles are this long (or a whole shorter text): `tion` would hit every other English line
@@ -375,5 +382,26 @@ def _texts_of(name: str) -> frozenset[str] | None:
 
 def may_hold(name: str, text: str) -> bool:
     """Whether `text` holds one of the texts that a line of grammar `name` must hold (`Tried to allocate`
-    for an OOM): worth parsing, without loading the parser to find out."""
-    return phrases.may_hold(_texts_of(name), text)
+    for an OOM): worth parsing, without loading the parser to find out. Several readers ask it of every line:
+    the texts are searched for together, in one pass (`_finder_of`)."""
+    finder = _finder_of(name)
+    return finder is True or (finder is not False and searching.finds(finder, text))
+
+
+MANY_TEXTS = 32  # from this many texts on, RE2's one pass beats Python's engine trying each at every place
+
+
+@cache
+def _finder_of(name: str) -> phrases.Finder | bool:
+    """One search for all the texts of `_texts_of(name)`: True where no text is required (every line may be
+    the grammar's), False where the set is empty (none may). RE2 where there are many (one linear pass over
+    the line, whatever their number); Python's engine for a few, which it finds faster than RE2's call costs."""
+    texts = _texts_of(name)
+    if texts is None:
+        return True
+    if not texts:
+        return False
+    ordered = sorted(texts, key=lambda t: (-len(t), t))
+    if len(ordered) > MANY_TEXTS:
+        return phrases.literal_finder(ordered)
+    return re.compile("|".join(re.escape(t) for t in ordered))

@@ -7,11 +7,10 @@ import itertools
 from collections.abc import Sequence
 
 from kbdebug.normalise import Line
-from kbdebug.parse.derive import own_line
+from kbdebug.parse.derive import own_lines
 from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader
 from kbdebug.parse.registry import formats
-from kbdebug.parse.sources import names
 from kbdebug.records import Frame, Record
 
 KNOWN_WINDOW = 8  # records a reread looks back over for a reading of the same line
@@ -128,9 +127,8 @@ def unglue(line: Line) -> list[Line]:
     read as the lines it was. Where those kinds start is each grammar's (`// own line:`)."""
     text = line.text
     cuts: set[int] = set()
-    for g in names():
-        a = own_line(g)
-        found = [k for k in a.starts(text, 8) if k > 0 and not text[:k].isspace()] if a is not None else []
+    for g, a in own_lines():
+        found = [k for k in a.starts(text, 8) if k > 0 and not text[:k].isspace()]
         if found and parse(g, text) is None:  # `Original Traceback (...)` is one line of its own kind, not two
             cuts.update(found)
     if not cuts:

@@ -206,9 +206,11 @@ class KernelAssertReader(Reader):
     def read(self, line: Line) -> bool:
         text = line.text
         # a translated page may have lost the word `Assertion`: a kernel file with block/thread coordinates is one
-        if (_ASSERT_HINT.search(text) and ("block" in text or "Assertion failed" in text)) or (
-            "block" in text and _COORD.search(text) and _FUZZY_FILE.search(text)
-        ):
+        # (the plain texts first: most lines hold neither, and `Assertion failed` is itself the hint)
+        if "block" in text:
+            if _ASSERT_HINT.search(text) or (_COORD.search(text) and _FUZZY_FILE.search(text)):
+                return self.assertion(line)
+        elif "Assertion failed" in text:
             return self.assertion(line)
         return False
 

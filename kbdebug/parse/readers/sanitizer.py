@@ -144,7 +144,8 @@ class SanitizerReader(Reader):
         # `=`), one that holds it further on only when what follows reads as the tool's (a glued paste)
         if san and (self.sanitizer(line, text[san[0] :]) or not text[: san[0]].strip()):
             return True
-        m = _SAN_TOOL_OPT.search(text) or _SAN_CMD.search(text)
+        # (both name the tool: a line that does not is searched no further)
+        m = (_SAN_TOOL_OPT.search(text) or _SAN_CMD.search(text)) if "compute-sanitizer" in text or "cuda-memcheck" in text else None
         if m:
             self.san_tool = m.group(1)
             if m.lastindex and m.lastindex >= 2:
