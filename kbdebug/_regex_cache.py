@@ -35,7 +35,7 @@ BUILD = hashlib.sha256(f"{sys.implementation.name}|{sys.version}|{_sre.MAGIC}|{_
 _CODE = {2: "H", 4: "I"}.get(_sre.CODESIZE, "")  # how a program's words are kept as bytes
 
 _COMPILED: dict[tuple[Any, int], re.Pattern[Any]] = {}  # this process's, by (pattern, flags)
-_FOLDERS: dict[Path, Path | None] = {}
+_FOLDERS: dict[Path, str | None] = {}
 
 
 def compile(pattern: AnyStr | re.Pattern[AnyStr], flags: int = 0) -> re.Pattern[AnyStr]:
@@ -53,23 +53,27 @@ def match(pattern: AnyStr, string: AnyStr, flags: int = 0) -> re.Match[AnyStr] |
     return compile(pattern, flags).match(string)
 
 
-def _folder() -> Path | None:
+def _folder() -> str | None:
     base = cache_dir()
     if base is None or not _CODE:
         return None
     if base not in _FOLDERS:
-        _FOLDERS[base] = private_dir("regex", BUILD)
+        where = private_dir("regex", BUILD)
+        _FOLDERS[base] = None if where is None else str(where)
     return _FOLDERS[base]
 
 
 def _kept(pattern: AnyStr, flags: int) -> re.Pattern[AnyStr]:
+    """The compiled pattern, from its kept program where there is one (a read and the engine's check: 20-40 us,
+    against 50 us to 5 ms to compile); else compiled, and its program kept."""
     folder = _folder()
     if folder is None:
         return re.compile(pattern, flags)
-    path = folder / hashlib.sha256(repr((pattern, flags)).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    path = os.path.join(folder, hashlib.sha256(repr((pattern, flags)).encode("utf-8", "surrogatepass")).hexdigest()[:32])
     try:
         if _trusted(path):
-            kept, kept_flags, final, code, groups, groupindex, indexgroup = marshal.loads(path.read_bytes())
+            with open(path, "rb") as fh:
+                kept, kept_flags, final, code, groups, groupindex, indexgroup = marshal.loads(fh.read())
             if kept == pattern and kept_flags == flags:
                 return _sre.compile(pattern, final, array.array(_CODE, code).tolist(), groups, groupindex, indexgroup)  # type: ignore[no-any-return]
     except Exception:  # absent, damaged or of another shape: compiled again
@@ -100,9 +104,9 @@ def _program(pattern: str | bytes, flags: int) -> tuple[int, list[int], int, dic
         return None
 
 
-def _write(path: Path, data: bytes) -> None:
+def _write(path: str, data: bytes) -> None:
     try:
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp = f"{path}.{os.getpid()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -23,6 +23,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KBDEBUG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("KBDEBUG_NO_CACHE", raising=False)
     monkeypatch.setattr(_regex_cache, "_COMPILED", {})
+    monkeypatch.setattr(_regex_cache, "_FOLDERS", {})
     return tmp_path / "cache"
 
 
@@ -90,5 +91,6 @@ def test_with_no_cache_it_is_re_compile(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("KBDEBUG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("KBDEBUG_NO_CACHE", "1")
     monkeypatch.setattr(_regex_cache, "_COMPILED", {})
+    monkeypatch.setattr(_regex_cache, "_FOLDERS", {})
     assert _regex_cache.compile(r"x+(?P<n>\d)") == re.compile(r"x+(?P<n>\d)")
     assert not (tmp_path / "cache").exists()
