@@ -12,8 +12,9 @@ import pytest
 from lark.lexer import BasicLexer, ContextualLexer
 
 from kbdebug import _regex_cache
-from kbdebug.parse.grammar import directive, fast_parser, names, parser, source
+from kbdebug.parse.grammar import fast_parser, parser
 from kbdebug.parse.parser_cache import dumps, loads
+from kbdebug.parse.sources import directive, names, source
 
 LALR = [g for g in names() if fast_parser(g) is not None or "lalr" in (directive(source(g), "parser") or [])]
 
