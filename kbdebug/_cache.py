@@ -9,7 +9,7 @@ import pickle
 import stat
 import sys
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,24 +40,47 @@ def _code_version() -> str:
     package = Path(__file__).resolve().parent
     if data_dir("grammars").parent != package:
         digest = hashlib.sha256()
-        for path in sorted(package.rglob("*.py")):
-            st = path.stat()
+        for path in sorted(_code_files(str(package))):
+            st = os.stat(path)
             digest.update(f"{path}|{st.st_size}|{st.st_mtime_ns}\n".encode())
         parts.append(digest.hexdigest()[:16])
     return "|".join(parts)
 
 
+def _code_files(top: str) -> list[str]:
+    """The package's code files, found with `os.scandir` (`Path.rglob` costs a first `diagnose(exc)` 1-2 ms)."""
+    found: list[str] = []
+    folders = [top]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    found.append(entry.path)
+    return found
+
+
 def cache_dir() -> Path | None:
     """KBDEBUG_CACHE_DIR, else $XDG_CACHE_HOME/kbdebug or ~/.cache/kbdebug; None when KBDEBUG_NO_CACHE is set."""
-    if os.environ.get("KBDEBUG_NO_CACHE"):
+    env = os.environ
+    return _cache_dir(env.get("KBDEBUG_NO_CACHE"), env.get("KBDEBUG_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+
+
+@lru_cache(maxsize=4)
+def _cache_dir(no_cache: str | None, chosen: str | None, xdg: str | None, home: str | None) -> Path | None:
+    """`cache_dir()` for these settings (`home`: what `~` stands for), worked out once: every compiled pattern
+    read back from the cache (kbdebug._regex_cache) asks for it."""
+    if no_cache:
         return None
-    if os.environ.get("KBDEBUG_CACHE_DIR"):
-        return Path(os.environ["KBDEBUG_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if chosen:
+        return Path(chosen)
+    base = xdg or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kbdebug"
 
 
-def _trusted(path: Path) -> bool:
+def _trusted(path: str | os.PathLike[str]) -> bool:
     """Unpickling runs code, so an entry is read only from a directory and a file that the current user
     owns and that nobody else can write: a cache on a shared disk cannot run another user's code as you."""
     if not hasattr(os, "getuid"):  # no ownership to check (Windows): per-user profile directories
@@ -71,9 +94,12 @@ def private_dir(*parts: str) -> Path | None:
     base = cache_dir()
     if base is None:
         return None
-    where = base.joinpath(*parts)
     try:
-        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        where = base
+        for part in parts:  # each level private, not only the last (`mkdir(parents=True)` makes the others 0755)
+            where = where / part
+            where.mkdir(mode=0o700, exist_ok=True)
         return where if _trusted(base) and _trusted(where) else None
     except OSError:
         return None

@@ -12,7 +12,9 @@ from functools import cache
 from pathlib import Path
 from types import FrameType, TracebackType
 
-LIBRARY_PATH = re.compile(
+from kbdebug import _regex_cache
+
+LIBRARY_PATH = _regex_cache.compile(
     r"site-packages|dist-packages|[\\/]lib[\\/]python\d|^<frozen|^<string>|[\\/]torch[\\/](?:nn|autograd|cuda|utils|_tensor|"
     r"functional|distributed|_dynamo|_inductor|optim|serialization|_utils|_ops|amp|__init__)|^/usr/lib/python"
     # a compiled module's source as Cython prints it (`pandas/_libs/parsers.pyx`), numpy's dispatch shim
@@ -30,8 +32,8 @@ LIBRARY_PACKAGES = (
     "pytorch_lightning|lightning_fabric|deepspeed|accelerate|triton|mmcv|mmengine|apex|peft|diffusers|xformers|"
     "bitsandbytes|flash_attn|numpy|scipy|sklearn|PIL|pandas|albumentations|kornia|cv2"
 )
-_PACKAGE_TREE = re.compile(rf"(?:^|[\\/])(?:{LIBRARY_PACKAGES})[\\/](?:[\w.-]+[\\/])*[\w.-]+\.py$")
-_USER_FOLDERS = re.compile(r"(?:^|[\\/])(?:scripts?|examples?|tests?|tools|experiments?|notebooks?)[\\/]")
+_PACKAGE_TREE = _regex_cache.compile(rf"(?:^|[\\/])(?:{LIBRARY_PACKAGES})[\\/](?:[\w.-]+[\\/])*[\w.-]+\.py$")
+_USER_FOLDERS = _regex_cache.compile(r"(?:^|[\\/])(?:scripts?|examples?|tests?|tools|experiments?|notebooks?)[\\/]")
 
 
 def is_library_path(path: str) -> bool:
@@ -44,8 +46,8 @@ def is_library_path(path: str) -> bool:
     return m is not None and not _USER_FOLDERS.search(path[: m.start() + 1])
 
 
-_IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
-_CELL = re.compile(r"^Cell In\s*\[(\d+)\]$")
+_IPYTHON_INPUT = _regex_cache.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
+_CELL = _regex_cache.compile(r"^Cell In\s*\[(\d+)\]$")
 
 
 def location(file: str, line: int | None, cell: int | None = None) -> str:

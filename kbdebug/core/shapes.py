@@ -10,16 +10,16 @@ the shape rules" in rule-ids.md), so every wording of the same mistake lands on 
 from __future__ import annotations
 
 import math
-import re
 from typing import Literal
 
+from kbdebug import _regex_cache
 from kbdebug.core.facts import Facts
 
 Shape = list[int]
 Relation = Literal["same", "batch", "channel", "class", "spatial", "rank", "mixed"]
 
 # `torch.Size([8, 1, 128, 128])`, `[8, 1, 128, 128]`, `(8, 1, 128, 128)`: the ways a shape is printed.
-_SHAPE = re.compile(r"torch\.Size\(\[([\d,\s]*)\]\)|\[\s*(\d+(?:\s*,\s*\d+)+)\s*,?\s*\]|\(\s*(\d+(?:\s*,\s*\d+)+)\s*,?\s*\)")
+_SHAPE = _regex_cache.compile(r"torch\.Size\(\[([\d,\s]*)\]\)|\[\s*(\d+(?:\s*,\s*\d+)+)\s*,?\s*\]|\(\s*(\d+(?:\s*,\s*\d+)+)\s*,?\s*\)")
 
 
 def shapes_in(text: str, limit: int = 8) -> list[Shape]:

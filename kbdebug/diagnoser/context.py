@@ -26,6 +26,7 @@ import shlex
 from functools import lru_cache
 from typing import Any
 
+from kbdebug import _regex_cache
 from kbdebug.core.facts import Facts, merge
 from kbdebug.diagnoser.plain import plain_facts
 from kbdebug.diagnosis import Incident
@@ -35,9 +36,9 @@ from kbdebug.records import PyException
 
 ORIGINS = ("log", "script", "notebook", "run", "rerun")
 # How code names a label/target tensor (`label`, `target`, `gt_mask`, `y_true`, `masks`); the other operand is the prediction.
-LABEL_NAME = re.compile(r"(?i)label|target|\bgts?\b|^gt_|_gt\b|ground_?truth|mask|^y(?:_?true)?$|annotation|seg_?map")
-_NOTEBOOK_FILE = re.compile(r"^(?:Cell In\s*\[|<ipython-input-)|[\\/]ipykernel_\d+[\\/]")
-_PACKAGE = re.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
+LABEL_NAME = _regex_cache.compile(r"(?i)label|target|\bgts?\b|^gt_|_gt\b|ground_?truth|mask|^y(?:_?true)?$|annotation|seg_?map")
+_NOTEBOOK_FILE = _regex_cache.compile(r"^(?:Cell In\s*\[|<ipython-input-)|[\\/]ipykernel_\d+[\\/]")
+_PACKAGE = _regex_cache.compile(r"(?:site|dist)-packages[\\/]([A-Za-z_]\w*)")
 _CUDA_FACTS = (
     "cuda_error",
     "kernel_file",
@@ -265,8 +266,10 @@ def operand_names(code: str, tensors: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-_TORCHRUN = re.compile(r"(?:^|[\\/])torchrun$|^torch\.distributed\.(?:run|launch)$")
-_LAUNCHER_FRAME = re.compile(r"(?:^|[\\/])torchrun$|torch[\\/]distributed[\\/](?:run|launch)\.py$|torch[\\/]distributed[\\/]elastic[\\/]")
+_TORCHRUN = _regex_cache.compile(r"(?:^|[\\/])torchrun$|^torch\.distributed\.(?:run|launch)$")
+_LAUNCHER_FRAME = _regex_cache.compile(
+    r"(?:^|[\\/])torchrun$|torch[\\/]distributed[\\/](?:run|launch)\.py$|torch[\\/]distributed[\\/]elastic[\\/]"
+)
 
 
 def launch_command(argv: list[str], env: dict[str, str], parent: list[str]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 import markupsafe
 
+from kbdebug import _regex_cache
 from kbdebug._resources import data_dir
 from kbdebug.core.facts import Facts
 from kbdebug.core.templating import bytecode_cache, code_span
@@ -68,8 +69,8 @@ def _fragment_env() -> jinja2.Environment:
 
 
 _QUOTED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("kbdebug_quoted", default=None)
-_SLOT = re.compile("\x00(\\d+)\x00")
-_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
+_SLOT = _regex_cache.compile("\x00(\\d+)\x00")
+_SPAN = _regex_cache.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)
 
 
 def _guide_value(value: Any) -> Any:
@@ -164,7 +165,7 @@ def applicable(commands: list[str], facts: Facts, notebook_form: Callable[[list[
     return out
 
 
-_ENV_PREFIX = re.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+\s+)+)python\s")
+_ENV_PREFIX = _regex_cache.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+\s+)+)python\s")
 # Libraries that document themselves on a site of their own: a reference there helps only where the frames run
 # through that library (a MONAI page for a hand-written Dice or a BCE error is noise).
 _LIBRARY_SITES = (

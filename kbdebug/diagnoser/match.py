@@ -128,7 +128,9 @@ def _kind_index(kb: KnowledgeBase, kind: str) -> _KindIndex:
         always: set[int] = set()
         keyed: dict[str, dict[str, list[int]]] = {}
         for i, (_, m) in enumerate(entries):
-            tests = [(name, needs) for name, needs, _ in _plan(m).fields if needs]
+            # read off the model, not the plan: a template's patterns are compiled when a record is tried on it
+            texts = m.needs
+            tests = [(name, needs) for name, p in m.fields.items() if (needs := texts.get(p))]
             if not tests:
                 always.add(i)
                 continue

@@ -11,14 +11,18 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from kbdebug import _regex_cache
+
 # An exception's own line inside a longer message (a DataLoader worker's re-raised one ends with it).
-_EXC_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Iteration|Interrupt))(?::\s?(.*))?$")
+_EXC_LINE = _regex_cache.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Iteration|Interrupt))(?::\s?(.*))?$")
 # `base[index]`: the base an expression of names, attributes, calls and subscripts (`cfg["a"]`, `glob(p)`).
-_SUBSCRIPT = re.compile(r"((?:[A-Za-z_][\w.]*)(?:\([^()]*\)|\[[^\[\]]*\])*)\[([^\[\]]+)\]")
-_MARKS = re.compile(r"\s*[~^]+\s*")  # Python 3.11's marks under the failing part of a printed line
-_ATTRIBUTE_ERROR = re.compile(r"^'([\w.]+)' object has no attribute '(\w+)'|^(module '[\w.]+') has no attribute '(\w+)'")
-_NOT_SUBSCRIPTABLE = re.compile(r"^'([\w.]+)' object is not (subscriptable|iterable|callable)")
-_NAME_ERROR = re.compile(r"name '(\w+)' is not defined|local variable '(\w+)' referenced|cannot access (?:local|free) variable '(\w+)'")
+_SUBSCRIPT = _regex_cache.compile(r"((?:[A-Za-z_][\w.]*)(?:\([^()]*\)|\[[^\[\]]*\])*)\[([^\[\]]+)\]")
+_MARKS = _regex_cache.compile(r"\s*[~^]+\s*")  # Python 3.11's marks under the failing part of a printed line
+_ATTRIBUTE_ERROR = _regex_cache.compile(r"^'([\w.]+)' object has no attribute '(\w+)'|^(module '[\w.]+') has no attribute '(\w+)'")
+_NOT_SUBSCRIPTABLE = _regex_cache.compile(r"^'([\w.]+)' object is not (subscriptable|iterable|callable)")
+_NAME_ERROR = _regex_cache.compile(
+    r"name '(\w+)' is not defined|local variable '(\w+)' referenced|cannot access (?:local|free) variable '(\w+)'"
+)
 
 
 def inner_error(message: str) -> dict[str, str]:

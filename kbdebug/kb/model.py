@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -22,6 +22,13 @@ _CONFIG = ConfigDict(extra="forbid", defer_build=True)
 # (tests/test_patterns.py) before a release, so loading it does not compile some 500 patterns again: a match
 # compiles the few it runs. A user's rule is checked here, whatever its source.
 BUNDLED = "bundled"
+
+
+def _private(model: BaseModel, name: str) -> Any:
+    """A private attribute's value (None where it was never set), read without pydantic's `__getattr__`: that
+    fallback costs 3 us a read, and a first diagnosis reads the matches' and indicators' readings a thousand times."""
+    private = model.__pydantic_private__
+    return private.get(name) if private else None
 
 
 def _checked(info: ValidationInfo) -> bool:
@@ -82,7 +89,7 @@ class Match(BaseModel):
     def may_find(self, pattern: str, text: str) -> bool:
         """False only where `pattern` cannot match `text`: it lacks every text a match must hold."""
         try:
-            texts = self._needs[pattern]  # type: ignore[index]
+            texts = _private(self, "_needs")[pattern]
         except (KeyError, TypeError):
             texts = self._read_needs(pattern)
         return may_hold(texts, text)
@@ -96,10 +103,12 @@ class Match(BaseModel):
     @property
     def needs(self) -> dict[str, frozenset[str] | None]:
         """Each of its patterns' texts (None: a match may hold no fixed text), read now where not yet read."""
+        needs = _private(self, "_needs")
         for pattern in (*self.fields.values(), *self.absent.values()):
-            if self._needs is None or pattern not in self._needs:
+            if needs is None or pattern not in needs:
                 self._read_needs(pattern)
-        return self._needs or {}
+                needs = _private(self, "_needs")
+        return needs or {}
 
     def settle(self) -> None:
         """Read every pattern's texts now (before the rules are kept in the cache)."""
@@ -164,9 +173,10 @@ class Indicator(BaseModel):
     _read: tuple[str, frozenset[str] | None] | None = PrivateAttr(default=None)
 
     def _readings(self) -> tuple[str, frozenset[str] | None]:
-        if self._read is None:
-            self._read = (canonical_text(self.pattern.removeprefix("(?i)")), required_texts(self.pattern))
-        return self._read
+        read: tuple[str, frozenset[str] | None] | None = _private(self, "_read")
+        if read is None:
+            read = self._read = (canonical_text(self.pattern.removeprefix("(?i)")), required_texts(self.pattern))
+        return read
 
     @property
     def lead(self) -> str:

@@ -21,6 +21,7 @@ from lark import Lark
 from lark.grammar import NonTerminal, Symbol
 from lark.lexer import PatternStr
 
+from kbdebug import _regex_cache
 from kbdebug._cache import cached, code_version
 from kbdebug.core import phrases, searching
 from kbdebug.core.phrases import canonical_text, split_alternatives
@@ -158,7 +159,7 @@ _GLUED = re.compile(r"(?<=\w):(?=\w)")
 @cache
 def line_start(name: str) -> re.Pattern[str]:
     """What a line of this format begins with, as one regex to match at the start of a stripped line."""
-    return re.compile(_derived(name, "line_start", lambda: _line_start(parser(name))))
+    return _regex_cache.compile(_derived(name, "line_start", lambda: _line_start(parser(name))))
 
 
 def _line_start(grammar: Lark) -> str:

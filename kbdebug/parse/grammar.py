@@ -96,14 +96,14 @@ def fast_parser(name: str) -> Lark | None:
     kinds = directive(text, "lalr first")
     if not kinds or _is_lalr(text):
         return None
-    if kinds == ["start"]:
-        fast, start = literal_first(text), "start"
-    else:
-        fast, start = f"{text}\n{FAST}: {' | '.join(kinds)}\n", FAST
-    key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{fast}|{source(COMMON)}".encode()).hexdigest()[:20]
+    # keyed by the grammar and the code that derives the reader's text from it: deriving it (`literal_first`
+    # rewrites the whole grammar) is left to a build
+    key = hashlib.sha256(f"{lark.__version__}|{code_version()}|{FAST}|{kinds}|{text}|{source(COMMON)}".encode()).hexdigest()[:20]
 
     def build_fast() -> Lark:
-        return lalr(fast, start, name)
+        if kinds == ["start"]:
+            return lalr(literal_first(text), "start", name)
+        return lalr(f"{text}\n{FAST}: {' | '.join(kinds)}\n", FAST, name)
 
     return cached(f"{name}-fast", key, Lark, build_fast, parser_cache.dumps, lambda data: parser_cache.loads(data, True))
 

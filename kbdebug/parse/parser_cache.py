@@ -33,6 +33,8 @@ from lark.grammar import Rule
 from lark.lexer import TerminalDef
 from lark.parsers import lalr_analysis
 
+from kbdebug import _regex_cache
+
 
 def dumps(obj: Lark) -> bytes:
     """A parser as bytes (without the grammar as lark read it: only building needs that). An LALR parser is
@@ -42,7 +44,7 @@ def dumps(obj: Lark) -> bytes:
     buf = io.BytesIO()
     pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.dispatch_table = copyreg.dispatch_table.copy()
-    pickler.dispatch_table[types.ModuleType] = lambda m: (importlib.import_module, (m.__name__,))
+    pickler.dispatch_table[types.ModuleType] = lambda m: (importlib.import_module, (_READ_AS.get(m.__name__, m.__name__),))
     pickler.dispatch_table[re.Pattern] = lambda rx: (terminal, (rx.pattern, rx.flags))
     pickler.dispatch_table[lalr_analysis.Action] = lambda action: (getattr, (lalr_analysis, action.name))
     # The grammar as lark read it (its rule trees: a third of the pickle) is needed only to build the parser
@@ -54,6 +56,12 @@ def dumps(obj: Lark) -> bytes:
         if built is not None:
             obj.grammar = built
     return buf.getvalue()
+
+
+# The modules a parser is read back with in the place of those it was built with: its lexers compile their
+# patterns with `re` (one alternation per parser state, the first time the state is met), and
+# kbdebug._regex_cache is `re` with the compiled programs kept between runs.
+_READ_AS = {"re": "kbdebug._regex_cache"}
 
 
 def terminal(pattern: str, flags: int) -> LazyRegex:
@@ -77,11 +85,11 @@ class LazyRegex:
         self.pattern, self.flags = pattern, flags
 
     def match(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[str] | Found | None:
-        self.match = re.compile(self.pattern, self.flags).match  # type: ignore[method-assign]
+        self.match = _regex_cache.compile(self.pattern, self.flags).match  # type: ignore[method-assign]
         return self.match(string, pos, endpos)
 
     def __getattr__(self, name: str) -> object:  # whatever else lark asks of a pattern
-        return getattr(re.compile(self.pattern, self.flags), name)
+        return getattr(_regex_cache.compile(self.pattern, self.flags), name)
 
     def __reduce__(self) -> tuple[object, tuple[str, int]]:
         return (terminal, (self.pattern, self.flags))

@@ -8,18 +8,18 @@ around them come from `Diagnosis.lines` (kept where the diagnosis is assembled, 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from kbdebug import _regex_cache
 from kbdebug.core.facts import Facts
 from kbdebug.core.frames import frame_needle
 from kbdebug.core.terminals import EXC_NAME
 from kbdebug.diagnoser.lines import CONTEXT, MAX_SHOWN
 from kbdebug.diagnosis import Incident
 
-_DIGITS = re.compile(r"\d+")
-_EXCEPTION_LINE = re.compile(rf"\s*{EXC_NAME}.*:")  # `Type: message`, the line that names the error
-_BLOCK = re.compile(r"block: \[(\d+)")
+_DIGITS = _regex_cache.compile(r"\d+")
+_EXCEPTION_LINE = _regex_cache.compile(rf"\s*{EXC_NAME}.*:")  # `Type: message`, the line that names the error
+_BLOCK = _regex_cache.compile(r"block: \[(\d+)")
 
 
 @dataclass

@@ -17,6 +17,8 @@ import unicodedata
 from functools import cache
 from typing import TYPE_CHECKING
 
+from kbdebug import _regex_cache
+
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.token import Token
@@ -102,14 +104,14 @@ def to_terminal(text: str, width: int = 100) -> str:
 
 # A line that may open a block other than a paragraph (heading, quote, list, fence, code, thematic break,
 # setext underline, link definition, HTML), or characters the parser reads differently (tab, CR, NUL).
-_NOT_A_PARAGRAPH = re.compile(r"^ {0,3}(?:[#>=\[<]|[-+*_](?: |$|[-*_ ]*$)|\d{1,9}[.)](?: |$)|```|~~~)|^ {4}|[\t\r\x00]", re.M)
-_BLANK = re.compile(r"\n *\n")
-_TICKS = re.compile(r"`+")
+_NOT_A_PARAGRAPH = _regex_cache.compile(r"^ {0,3}(?:[#>=\[<]|[-+*_](?: |$|[-*_ ]*$)|\d{1,9}[.)](?: |$)|```|~~~)|^ {4}|[\t\r\x00]", re.M)
+_BLANK = _regex_cache.compile(r"\n *\n")
+_TICKS = _regex_cache.compile(r"`+")
 # outside code spans: escapes, entities, autolinks, and a link's `](` need the parser; `*` and `_` only when
 # they can open or close emphasis (`_delimiter_free`)
-_INLINE = re.compile(r"[\\<]|&[#A-Za-z0-9]|\]\(")
-_DELIMS = re.compile(r"\*+|_+")
-_BREAK = re.compile(r" *\n *")
+_INLINE = _regex_cache.compile(r"[\\<]|&[#A-Za-z0-9]|\]\(")
+_DELIMS = _regex_cache.compile(r"\*+|_+")
+_BREAK = _regex_cache.compile(r" *\n *")
 # CommonMark's whitespace and its trim, as markdown-it reads them
 _WHITE = frozenset("\t\n\x0b\x0c\r \xa0\u1680\u202f\u205f\u3000") | frozenset(map(chr, range(0x2000, 0x200B)))
 _TRIM = "".join(sorted(_WHITE | {"\u2028", "\u2029"}))

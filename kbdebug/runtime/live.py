@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any
 
+from kbdebug import _regex_cache
 from kbdebug.core.facts import Facts, InplaceWrite, ModuleCounts, TensorInfo
 from kbdebug.core.frames import location, user_frame
 from kbdebug.core.values import dtype_name, plain_number
@@ -236,7 +237,7 @@ def _add_frame_shapes(rec: PyException, site: LiveSite) -> None:
 
 
 # In-place writes as code spells them: `h.relu_()`, `x += y`, `x[mask] = v` (the written name first).
-_INPLACE = re.compile(
+_INPLACE = _regex_cache.compile(
     r"^\s*(?:([A-Za-z_][\w.]*)\.(?!_)\w+_\(|([A-Za-z_][\w.]*)\s*(?:[-+*/@%&|^]|//|\*\*)=|([A-Za-z_][\w.]*)\[[^\]]*\]\s*=[^=])"
 )
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from lark import Token, Tree
 
+from kbdebug import _regex_cache
 from kbdebug.core.frames import basename
 from kbdebug.normalise import Line
 from kbdebug.parse.fields import Fields, FieldTransformer
@@ -18,15 +19,15 @@ from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, KernelAssert, Record
 
 MAX_ASSERT_PARSES = 200  # beyond this many assert lines, the rest are counted by regex only
-_ASSERT_HINT = re.compile(r"Assertion|assert", re.I)
-_COORD = re.compile(
+_ASSERT_HINT = _regex_cache.compile(r"Assertion|assert", re.I)
+_COORD = _regex_cache.compile(
     r"block\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]\s*[,，]\s*"
     r"thread\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]"
 )
-_FUZZY_FILE = re.compile(r"(?<![\w\-])([\w\-]+\.(?:cuh?|hpp|h|cpp|cc|py))(?::(\d+))?")  # starts only where a name can: linear
-_FUZZY_COND = re.compile(r"Assertion\s*[`'\"‘“](.+?)(?:[`'\"’”]\s*failed|$)")
-_QUOTED_COND = re.compile(r"[`‘“]([^`’”]{3,}?)[`'’”]")  # the condition of a translated assert line, without `Assertion`
-_FUZZY_LINE = re.compile(r":(\d+)(?=[,/\]:]|$)")
+_FUZZY_FILE = _regex_cache.compile(r"(?<![\w\-])([\w\-]+\.(?:cuh?|hpp|h|cpp|cc|py))(?::(\d+))?")  # starts only where a name can: linear
+_FUZZY_COND = _regex_cache.compile(r"Assertion\s*[`'\"‘“](.+?)(?:[`'\"’”]\s*failed|$)")
+_QUOTED_COND = _regex_cache.compile(r"[`‘“]([^`’”]{3,}?)[`'’”]")  # the condition of a translated assert line, without `Assertion`
+_FUZZY_LINE = _regex_cache.compile(r":(\d+)(?=[,/\]:]|$)")
 
 
 class AssertTree(FieldTransformer):
@@ -176,7 +177,7 @@ def _merge_fuzzy(fuzzy: list[KernelAssert], groups: dict[tuple, KernelAssert]) -
     )
 
 
-_FILE_NAME = re.compile(r"^[\w\-.]+\.\w+$|^unknown$")
+_FILE_NAME = _regex_cache.compile(r"^[\w\-.]+\.\w+$|^unknown$")
 
 
 def _plausible(rec: KernelAssert) -> bool:
@@ -191,7 +192,7 @@ def _word_starts(text: str, limit: int = 6) -> list[int]:
     return [0, *(m.end() for m in _SPACE_RUN.finditer(text, 1, max(1, text.find("block"))))][:limit]
 
 
-_SPACE_RUN = re.compile(r"\s+")
+_SPACE_RUN = _regex_cache.compile(r"\s+")
 
 
 class KernelAssertReader(Reader):

@@ -9,6 +9,7 @@ from typing import Any
 
 from lark import Token
 
+from kbdebug import _regex_cache
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import anchors, templates
 from kbdebug.parse.fields import Fields, FieldTransformer, merge, unquote
@@ -16,9 +17,9 @@ from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, SanitizerFrame, SanitizerReport, SanitizerSummary
 
-_TOOLKIT_PATH = re.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
-_SAN_TOOL_OPT = re.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]{0,400}?--tool[ =](\w+)")
-_SAN_CMD = re.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
+_TOOLKIT_PATH = _regex_cache.compile(r"(?:^|[\\/])cuda[^\\/]*[\\/](?:[^\\/]+[\\/])*include[\\/]|(?:^|[\\/])sm_\d+_intrinsics", re.I)
+_SAN_TOOL_OPT = _regex_cache.compile(r"(compute-sanitizer|cuda-memcheck)\b[^\n]{0,400}?--tool[ =](\w+)")
+_SAN_CMD = _regex_cache.compile(r"(?:^|[\s$])(compute-sanitizer|cuda-memcheck)\s")
 
 
 class LocationTree(FieldTransformer):
@@ -120,8 +121,8 @@ class SanitizerTree(FieldTransformer):
 # cuda-memcheck's host frame leads with the module and names the symbol with its offset: `Host Frame:/lib/libcuda.so.1
 # (cuLaunchKernel + 0x2fe) [0x2d725e]`; compute-sanitizer 2024+ puts the module last, `Host Frame: f [0x6a578] in libf.so`,
 # and 2020-2023 on the next line, `in /lib/libf.so` (sanitizer-format.md, host frames). Other frames say neither.
-_MEMCHECK_HOST_FRAME = re.compile(r"\([^()]* \+ 0x[0-9a-fA-F]+\) \[0x")
-_SANITIZER_HOST_FRAME = re.compile(r"\[0x[0-9a-fA-F]+\] in \S")
+_MEMCHECK_HOST_FRAME = _regex_cache.compile(r"\([^()]* \+ 0x[0-9a-fA-F]+\) \[0x")
+_SANITIZER_HOST_FRAME = _regex_cache.compile(r"\[0x[0-9a-fA-F]+\] in \S")
 
 
 class SanitizerReader(Reader):

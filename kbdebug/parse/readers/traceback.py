@@ -5,11 +5,11 @@ formats that read messages (a CUDA OOM wrapped mid-figure, a template split over
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from lark import Token
 
+from kbdebug import _regex_cache
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import line_start
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
@@ -22,18 +22,18 @@ WARNING_MESSAGE_LINES = 1  # a warning's message is its one line (and the `warni
 FALLBACK_LINES = 3  # lines read as a bare message when nothing in a region is recognised
 # tqdm's right bar (its default `| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]`): a
 # progress line is the training going on (another rank, another worker), never a line of an error's message
-PROGRESS_BAR = re.compile(r"\|\s*\d+(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?) \[[\d:]+<[\d:?]+")
+PROGRESS_BAR = _regex_cache.compile(r"\|\s*\d+(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?) \[[\d:]+<[\d:?]+")
 _CARETS = frozenset("^~ ")
 # A statement pasted without its indent above the error it raised (`tp = torch.sum(gt * pr)`): an assignment
 # from a call, or a `return`/`assert`. Log output is rarely one (`loss = 0.52` calls nothing).
 # Read in two linear steps: the statement's head (the names assigned to, or the keyword), then what follows it:
 # a call's closing bracket ends the line and a name opens one before it (one regex for both backtracked on a
 # long line that ended otherwise).
-SOURCE_HEAD = re.compile(
+SOURCE_HEAD = _regex_cache.compile(
     r"^(?:(?:[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*,\s*)*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\s*(?:[-+*/@%]|//)?=(?!=)\s*(?=[^=\s])"
     r"|(?:return|assert)\s)"
 )
-_CALL_OPENS = re.compile(r"\w\(")
+_CALL_OPENS = _regex_cache.compile(r"\w\(")
 
 
 def is_source_line(text: str) -> bool:
@@ -325,9 +325,9 @@ class TracebackReader(Reader):
         self.sink.reread([Line(exc.first_line, folded, exc.rank, exc.time) for folded in forms])
 
 
-_RAISE_LITERAL = re.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")
+_RAISE_LITERAL = _regex_cache.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")
 # `assert COND, "message"`: the message is the line's last element (a condition may hold strings and commas)
-_ASSERT_LITERAL = re.compile(r"""^assert\s.+,\s*[rRuU]?(["'])((?:(?!\1)[^\\]|\\.)*)\1?\s*$""")
+_ASSERT_LITERAL = _regex_cache.compile(r"""^assert\s.+,\s*[rRuU]?(["'])((?:(?!\1)[^\\]|\\.)*)\1?\s*$""")
 
 
 def raised_literal(code: str) -> tuple[str, str] | None:
@@ -342,7 +342,9 @@ def raised_literal(code: str) -> tuple[str, str] | None:
     return ("AssertionError", m.group(2)) if m else None
 
 
-_STRING = re.compile(r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")  # no f-strings: their text is not the message
+_STRING = _regex_cache.compile(
+    r"""(?<![\w"'])(?:[rRuU]?)("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
+)  # no f-strings: their text is not the message
 MIN_CUT_MESSAGE = 12
 
 
