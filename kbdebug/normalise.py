@@ -113,6 +113,18 @@ _GLUE = lazy(
     r"|(?<=\S)\s+(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\s]+:\d+\] )"
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
+# Each alternative of _GLUE holds one of these texts, or both texts of a pair: a line with none is no glued line,
+# and most lines are none (asking these is a tenth of the cost of _GLUE's lookbehinds at every position). Keep
+# them beside _GLUE: tests/test_normalise_damage.py checks every split line of the fixtures holds them.
+_GLUE_TEXTS = ("Traceback", "=========", "` failed.", "ProcessGroupNCCL", "[rank")
+_GLUE_PAIRS = (("] ", ":"), (". ", ": "))
+
+
+def _may_glue(seg: str) -> bool:
+    """Whether `_GLUE` may split the line: it holds a text one of its alternatives needs."""
+    return any(t in seg for t in _GLUE_TEXTS) or any(a in seg and b in seg for a, b in _GLUE_PAIRS)
+
+
 # an exception type wrapped onto the end of the source line above its message: `    loss = f(x) IndexError:` (never
 # a warning's `file.py:104: UserWarning:`, whose message Python prints on the next line)
 _TYPE_AT_END = lazy(rf"(?<=[^\s:])\s+(?={EXC_NAME}:\s*$)")
@@ -283,7 +295,7 @@ def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
 
 def _pieces(seg: str) -> list[str]:
     """The records glued onto one line, and a flattened traceback's lines, apart."""
-    parts = _GLUE.split(seg) if len(seg) > 20 else [seg]
+    parts = _GLUE.split(seg) if len(seg) > 20 and _may_glue(seg) else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
     if seg.rstrip().endswith(":"):  # indented or not: a paste without its code fence loses the indentation

@@ -182,3 +182,24 @@ def test_a_warning_s_location_before_its_type_is_no_source_line() -> None:
     (warning,) = [r for r in parse_text(log) if r.kind == "exception"]
     assert (warning.exc_type, warning.message[:22]) == ("UserWarning", "Using a target size (t")
     assert diagnose_text(log).incidents[0].facts["error_type"] == "UserWarning"
+
+
+def test_no_line_that_glue_splits_is_passed_over_by_its_texts() -> None:
+    """`_may_glue` asks for the texts `_GLUE` needs before running it: on every line of the rule examples, the
+    fixtures here and the dev corpus (when present), a line `_GLUE` splits holds them."""
+    from pathlib import Path
+
+    from kbdebug.normalise import _GLUE, _may_glue
+
+    root = Path(__file__).resolve().parent.parent
+    logs = [*root.glob("knowledge/*/examples/*/*.log"), *root.glob("tests/**/*.log"), *(root.parent / "shared/corpus/dev").glob("*.log")]
+    split = 0
+    for path in logs:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            for seg in (line, line.strip()):
+                if len(_GLUE.split(seg)) > 1:
+                    split += 1
+                    assert _may_glue(seg), (path.name, seg[:200])
+    assert split > 10  # the fixtures hold glued lines: the check checked something
+    joined = "epoch 3 done. RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert _may_glue(joined) and _GLUE.split(joined)[1].startswith("RuntimeError")
