@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import re
+from pathlib import Path
 
 import pytest
 from grammar_cases import CASES
@@ -13,7 +14,7 @@ from lark import Lark, Tree
 from lark.exceptions import LarkError
 
 from kbdebug.parse.derive import templates
-from kbdebug.parse.grammar import build, fast_parser, first_alt, parser
+from kbdebug.parse.grammar import build, earley_fallback, fast_parser, first_alt, parser
 from kbdebug.parse.lines import parse
 from kbdebug.parse.parser_cache import Literal, dumps, terminal
 from kbdebug.parse.registry import formats
@@ -307,6 +308,35 @@ def test_lalr_first_reads_each_line_as_earley_does(grammar: str) -> None:
         assert first_alt(tree).data == first_alt(earley.parse(line.strip())).data, line
         assert transformer().transform(tree) == transformer().transform(earley.parse(line.strip())), line
     assert read  # the LALR parser reads some of them: the kinds it lists are its own
+
+
+@pytest.mark.parametrize("grammar", [g for g in names() if not earley_fallback(g)])
+def test_a_grammar_without_earley_fallback_reads_with_lalr_every_line_earley_reads(grammar: str) -> None:
+    """`// earley fallback: none`: a line the LALR reader rejects never goes to Earley, so the LALR reader must read
+    every line Earley reads: each case, each line of a rule example and of the dev corpus (when present), and the
+    rest of each from where an anchor says a template may start, as the readers feed them."""
+    from kbdebug.normalise import iter_lines
+    from kbdebug.parse.derive import anchors
+    from kbdebug.parse.needles import needles
+    from kbdebug.scan import scan_text
+
+    fast, earley = fast_parser(grammar), parser(grammar)
+    assert fast is not None  # the claim is about the LALR reader of `// lalr first: start`
+    corpus = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "dev"
+    lines = {
+        ln.text.strip() for path in sorted(corpus.glob("*.log")) for ln in iter_lines(scan_text(path.read_text(errors="replace"), needles))
+    }
+    whole = [text for g, _, text in CASES if g == grammar] + _example_lines() + sorted(lines - {""})
+    earley_read = 0
+    for line in dict.fromkeys(whole + [text[start:] for text in whole for start in anchors(grammar).starts(text)]):
+        line = line.strip()
+        try:
+            earley.parse(line)
+        except LarkError:
+            continue
+        earley_read += 1
+        fast.parse(line)  # raises where LALR rejects a line of the grammar
+    assert earley_read
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,15 @@ def fast_parser(name: str) -> Lark | None:
     return cached(f"{name}-fast", key, Lark, build_fast, parser_cache.dumps, lambda data: parser_cache.loads(data, True))
 
 
+@cache
+def earley_fallback(name: str) -> bool:
+    """Whether a line that the LALR reader of `// lalr first:` rejects goes on to the Earley parser: not where the
+    grammar says `// earley fallback: none` (its LALR reader reads every line that Earley does: a failed Earley
+    try costs a millisecond, and it would fail; tests/test_grammars.py holds the claim on every case, rule
+    example line and anchored tail)."""
+    return directive(source(name), "earley fallback") != ["none"]
+
+
 _TERMINAL_DEF = re.compile(r"^([A-Z_][A-Z0-9_]*)[ \t]*:", re.M)
 
 

@@ -1,9 +1,10 @@
 """One line read with one grammar: what the readers call, at the least cost that gives the grammar's reading.
 
 An LALR parser reads the line first where the grammar has one (`// lalr first:`, kbdebug.parse.grammar.fast_parser):
-a tenth of Earley's cost. Earley reads what LALR cannot, and only a line that holds one of the texts every line
-of the grammar holds (kbdebug.parse.derive.required_texts): most lines an anchor sent here are none of the
-grammar's, and an Earley parse that fails costs as much as one that succeeds. Each distinct line is read once.
+a tenth of Earley's cost. Earley reads what LALR cannot (unless the grammar says `// earley fallback: none`), and
+only a line that holds one of the texts every line of the grammar holds (kbdebug.parse.derive.required_texts):
+most lines an anchor sent here are none of the grammar's, and an Earley parse that fails costs as much as one
+that succeeds. Each distinct line is read once.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from lark import Tree
 from lark.exceptions import LarkError
 
 from kbdebug.parse.derive import anchors, may_hold
-from kbdebug.parse.grammar import fast_parser, parser
+from kbdebug.parse.grammar import earley_fallback, fast_parser, parser
 
 MEMO_LINES = 4096  # distinct lines whose readings are kept: a log repeats its warnings and retried errors
 MEMO_CHARS = 4096  # a longer line is parsed each time it is met: keeping it would cost more memory than it saves
@@ -39,7 +40,8 @@ def _parse(name: str, text: str) -> Tree | None:
             tree = fast.parse(text)
             return tree if tree.data == "start" else Tree("start", tree.children)  # as the Earley parser's `start` holds it
         except (LarkError, RecursionError):
-            pass
+            if not earley_fallback(name):
+                return None
     if not may_hold(name, text):
         return None
     try:
