@@ -113,16 +113,24 @@ _GLUE = lazy(
     r"|(?<=\S)\s+(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\s]+:\d+\] )"
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
 )
-# Each alternative of _GLUE holds one of these texts, or both texts of a pair: a line with none is no glued line,
-# and most lines are none (asking these is a tenth of the cost of _GLUE's lookbehinds at every position). Keep
-# them beside _GLUE: tests/test_normalise_damage.py checks every split line of the fixtures holds them.
-_GLUE_TEXTS = ("Traceback", "=========", "` failed.", "ProcessGroupNCCL", "[rank")
-_GLUE_PAIRS = (("] ", ":"), (". ", ": "))
+# Each alternative of _GLUE needs one of these in the line (most lines hold none; asking is a tenth of the cost of
+# _GLUE's lookbehinds at every position): its texts; a kernel assert's `` ` failed.`` with more after it (a line
+# that ends there, as each assert of a flood does, has nothing glued on); a glog severity and month (` E0`, ` W1`)
+# with a `] `; a sentence's end and a `: `. Keep them beside _GLUE: tests/test_normalise_damage.py checks every line
+# _GLUE splits in the fixtures and rule examples holds them.
+_GLUE_TEXTS = ("Traceback", "=========", "ProcessGroupNCCL", "[rank")
+_GLOG_HEADS = tuple(f"{space}{severity}{month}" for space in " \t" for severity in "IWEF" for month in "01")
+_FAILED = "` failed."
 
 
 def _may_glue(seg: str) -> bool:
-    """Whether `_GLUE` may split the line: it holds a text one of its alternatives needs."""
-    return any(t in seg for t in _GLUE_TEXTS) or any(a in seg and b in seg for a, b in _GLUE_PAIRS)
+    """Whether `_GLUE` may split the line: it holds what one of its alternatives needs."""
+    if any(t in seg for t in _GLUE_TEXTS) or (". " in seg and ": " in seg):
+        return True
+    failed = seg.find(_FAILED)
+    if failed >= 0 and seg[failed + len(_FAILED) :].strip():
+        return True
+    return "] " in seg and any(h in seg for h in _GLOG_HEADS)
 
 
 # an exception type wrapped onto the end of the source line above its message: `    loss = f(x) IndexError:` (never

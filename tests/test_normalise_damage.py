@@ -203,3 +203,8 @@ def test_no_line_that_glue_splits_is_passed_over_by_its_texts() -> None:
     assert split > 10  # the fixtures hold glued lines: the check checked something
     joined = "epoch 3 done. RuntimeError: CUDA error: an illegal memory access was encountered"
     assert _may_glue(joined) and _GLUE.split(joined)[1].startswith("RuntimeError")
+    glog = "optimizer step done W0302 11:40:02.118000 140021 api.py:858] Sending process 4410 closing signal SIGTERM"
+    assert _may_glue(glog) and _GLUE.split(glog)[1].startswith("W0302")
+    one_assert = "/src/k.cu:92: op: block: [3,0,0], thread: [36,0,0] Assertion `i < n` failed."
+    assert not _may_glue(one_assert)
+    assert _may_glue(one_assert + one_assert) and len(_GLUE.split(one_assert + one_assert)) == 2
