@@ -7,6 +7,9 @@ and the `since` filter. The access rules (docs/server.md, Access):
   header, or `X-Kbdebug-Client`), or an `Origin` equal to the Host it was sent to (this service's own forms);
 - the Host header must name this service (loopback, --public-url's host, or an allowed host), so that a
   page whose name was rebound to 127.0.0.1 reads and writes nothing.
+
+Each is `async def`: none waits on anything, and FastAPI runs a plain `def` dependency in its thread pool,
+a hand-off to a thread and back for each, several a request.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 CLIENT_HEADERS = ("authorization", "x-kbdebug-token", "x-kbdebug-client")
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_engine(request: Request) -> Engine:
+async def get_engine(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
 
@@ -48,7 +51,7 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-def check_host(request: Request, settings: SettingsDep) -> None:
+async def check_host(request: Request, settings: SettingsDep) -> None:
     """Refuse a Host this service does not answer to (DNS rebinding). With a token and no configured
     names, the token guards every request and any Host is served."""
     if settings.token and not (settings.public_url or settings.allowed_hosts):
@@ -80,7 +83,7 @@ class Unauthorized(HTTPException):
         super().__init__(401, detail, headers={"WWW-Authenticate": 'Basic realm="kbdebug", charset="UTF-8"'})
 
 
-def read_access(request: Request, settings: SettingsDep) -> None:
+async def read_access(request: Request, settings: SettingsDep) -> None:
     if settings.token and not hmac.compare_digest(_given_token(request).encode(), settings.token.encode()):
         raise Unauthorized("this server answers only with its token (Authorization: Bearer TOKEN, or the token as the password)")
 
@@ -90,7 +93,7 @@ def _same_origin(request: Request) -> bool:
     return bool(origin) and origin != "null" and urlsplit(origin).netloc.lower() == request.headers.get("host", "").lower()
 
 
-def write_access(request: Request, settings: SettingsDep) -> None:
+async def write_access(request: Request, settings: SettingsDep) -> None:
     if settings.token and not hmac.compare_digest(_given_token(request).encode(), settings.token.encode()):
         raise Unauthorized("this server takes reports only with its token (Authorization: Bearer TOKEN)")
     if request.method in UNSAFE and not any(h in request.headers for h in CLIENT_HEADERS) and not _same_origin(request):
@@ -117,7 +120,7 @@ def parse_since(value: str | None) -> datetime | None:
         raise HTTPException(422, f"since={value[:40]!r}: give 30m, 24h, 7d, 2w or an ISO 8601 date") from None
 
 
-def since_param(since: str | None = None) -> datetime | None:
+async def since_param(since: str | None = None) -> datetime | None:
     return parse_since(since)
 
 

@@ -10,7 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from sqlalchemy import Engine
 
+from kbdebug.diagnosis import Diagnosis
 from kbdebug.server import models, store, triage, webhook, worker
 from kbdebug.server.deps import EngineDep, Readable, SettingsDep, Writable
 from kbdebug.server.settings import Settings
@@ -101,6 +103,12 @@ def _purge_due(request: Request, settings: Settings) -> bool:
     return True
 
 
+def _diagnose_and_save(engine: Engine, settings: Settings, log: bytes, meta: store.Meta) -> tuple[Diagnosis, store.Saved]:
+    """The log diagnosed in the pool (this thread waits for a worker) and stored: one hand-off to a thread per post."""
+    diag = worker.pool(settings.diagnose_workers).diagnose(log, meta.source, settings.diagnose_timeout, settings.diagnose_queue)
+    return diag, store.save(engine, diag, meta, len(log))
+
+
 @router.post(
     "/diagnose",
     status_code=201,
@@ -136,9 +144,8 @@ async def post_diagnose(
     if _is_json_document(log):
         raise HTTPException(400, "the body is a JSON document, not a log: post the log's text as it was printed")
     name = meta.source if meta.source != "-" else filename or "-"
-    pool = worker.pool(settings.diagnose_workers)
-    diag = await run_in_threadpool(pool.diagnose, log, name, settings.diagnose_timeout, settings.diagnose_queue)
-    saved = await run_in_threadpool(store.save, engine, diag, store.Meta(**{**meta.__dict__, "source": name}), len(log))
+    meta = store.Meta(**{**meta.__dict__, "source": name})
+    diag, saved = await run_in_threadpool(_diagnose_and_save, engine, settings, log, meta)
     if (saved.new or saved.regressed) and settings.webhook and diag.root is not None:
         group = await run_in_threadpool(store.group_summary, engine, diag.root.signature)
         _notify(settings, request, background, group, saved.regressed)
