@@ -103,3 +103,19 @@ def test_a_client_that_leaves_mid_diagnosis_harms_nothing(tmp_path: Path) -> Non
         for log in (INDEX, OOM, EXAMPLE):
             assert post(server.url, log)[0] == 201
         assert get(server.url + "/v1/health")["reports"] in (3, 4, 5)  # the abandoned posts: stored or refused, never half
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the process's ignored signals from /proc (Linux)")
+def test_a_client_that_hangs_up_before_its_answer_cannot_kill_the_service(tmp_path: Path) -> None:
+    """Writing an answer to a client that has gone fails with EPIPE, and raises SIGPIPE: the service ignores it (as
+    Python does by default; the CLI's commands that print end quietly on a closed pipe, `serve` must not), so
+    one client hanging up never takes every other client's connection with it."""
+    import re
+    import signal
+
+    with serve(f"sqlite:///{tmp_path / 'p.db'}") as server:
+        status = Path(f"/proc/{server.proc.pid}/status").read_text()
+        found = re.search(r"^SigIgn:\s*([0-9a-f]+)$", status, re.M)
+        assert found is not None
+        assert int(found.group(1), 16) & (1 << (signal.SIGPIPE - 1)), "kbdebug serve dies of SIGPIPE"
+        assert post(server.url, INDEX)[0] == 201

@@ -172,7 +172,10 @@ def main() -> None:
         sys.exit(fast)
     if sys.argv[1:2] == ["explain"]:
         quiet_start()
-    elif hasattr(signal, "SIGPIPE"):
+    elif hasattr(signal, "SIGPIPE") and sys.argv[1:2] not in (["serve"], ["run"]):
+        # a command that prints ends quietly on a closed pipe (`kbdebug rules | head`), as `cat` does; never the
+        # service (a client that hangs up before its answer would kill it) nor the job wrapper (which goes on
+        # copying the job's output to its logs when our stdout is gone): Python's default ignores SIGPIPE
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:  # typer 0.29 carries its own copy of click; older typers use click itself
         from typer._click import exceptions as errors
