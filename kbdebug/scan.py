@@ -143,6 +143,7 @@ class Scanner:
         if self._whole is not None:
             finder = self._finder
             return finder is not None and finder.search(b"".join(self._whole)) is not None
+        self._search_rest()
         return bool(self._head or self._tail or self._open)
 
     def close(self) -> list[Region]:
@@ -151,9 +152,7 @@ class Scanner:
         if self._whole is not None:
             return [normalise(b"".join(self._whole))] if self._whole else []
         buf, base = self._buf, self._base
-        if self._searched < base + len(buf):
-            self._search(buf, base, self._searched - base, len(buf))
-            self._searched = base + len(buf)
+        self._search_rest()
         if self._open:
             self._open[1] = min(self._open[1], base + len(buf))
             self._emit(buf, base)
@@ -161,6 +160,13 @@ class Scanner:
         return [normalise(r.data, r.line) for r in raws]
 
     # -- internals -------------------------------------------------------------------------
+    def _search_rest(self) -> None:
+        """Search what `feed` left unsearched (the last line, which no newline ended yet)."""
+        buf, base = self._buf, self._base
+        if self._searched < base + len(buf):
+            self._search(buf, base, self._searched - base, len(buf))
+            self._searched = base + len(buf)
+
     def _search(self, buf: bytes, base: int, lo: int, hi: int) -> None:
         # one pass over the chunk, resumed after each hit line (one hit per line is enough): a search call per line
         # costs more than the search itself on a log where every step prints a warning

@@ -391,6 +391,7 @@ def test_a_run_that_succeeds_printing_no_evidence_loads_no_parser(steps: int) ->
         (b"epoch 1 loss 0.5\nRuntimeError: CUDA error: device-side assert triggered\n", True),
         (b"step 3 loss 0.1 " * 100_000 + b"\n", False),
         (b"step 3 loss 0.1\n" * 100_000 + b"RuntimeError: CUDA out of memory.\n" + b"step 4\n" * 10, True),
+        (b"step 3 loss 0.1\n" * 100_000 + b"RuntimeError: CUDA out of memory.", True),  # the last line, no newline yet
     ],
 )
 def test_the_scanner_says_whether_a_needle_was_found_in_small_and_large_output(output: bytes, found: bool) -> None:

@@ -183,7 +183,7 @@ class _Attempt:
         target, a loss gone NaN): the diagnosis, said to be one of a finished job; the status stays 0. Only
         output where the scanner finds a line that can open a record is diagnosed; a job whose output holds none costs
         no parser (nor the record classes)."""
-        if not first.lines and not first.feed.held and not first.feed.size:
+        if not first.lines:  # (the pumps end the last piece of a line they feed with a newline)
             return None
         if not first.feed.scanner().found() or not first.regions:
             return None

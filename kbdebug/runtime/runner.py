@@ -68,40 +68,32 @@ class _Feed:
 
     def __init__(self, hold: int = HOLD) -> None:
         self.hold = hold
-        self.held: list[bytes] = []  # until they outgrow `hold` bytes
-        self.size = 0  # bytes held
+        self.held: list[bytes] = []  # arrived and not yet read by the scanner
+        self.size = 0  # their bytes
         self._scanner: Scanner | None = None
-        self._batch: list[bytes] = []  # arrived since the scanner last read
-        self._batched = 0
         self.broken = False  # building the scanner failed in a pump; the diagnosis tries again and reports it
-        self._uncounted = 0  # lines fed and then dropped: those held when the scanner failed to build, and any after
+        self._uncounted = 0  # lines fed and then dropped: those held when the scanner failed, and any after
 
     @property
     def lines(self) -> int:
         """The lines fed so far."""
-        pending = self.held if self._scanner is None else self._batch
         counted = self._scanner.lines if self._scanner is not None else 0
-        return self._uncounted + counted + sum(chunk.count(b"\n") for chunk in pending)
+        return self._uncounted + counted + sum(chunk.count(b"\n") for chunk in self.held)
 
     def feed(self, data: bytes) -> None:
         if self.broken:
             self._uncounted += data.count(b"\n")
             return
+        self.held.append(data)
+        self.size += len(data)
+        due = self.size > self.hold if self._scanner is None else self.size >= BATCH
+        if not due:
+            return
         try:
-            if self._scanner is None:
-                self.held.append(data)
-                self.size += len(data)
-                if self.size <= self.hold:
-                    return
-                self.scanner()
-                return
-            self._batch.append(data)
-            self._batched += len(data)
-            if self._batched >= BATCH:
-                self.scanner()
+            self.scanner()
         except Exception:  # the scanner failed to build (a broken install): the pumps must go on copying the
             self._uncounted = self.lines  # output, or the child blocks
-            self.held, self.size, self.broken, self._scanner, self._batch = [], 0, True, None, []
+            self.held, self.size, self.broken, self._scanner = [], 0, True, None
 
     def scanner(self) -> Scanner:
         """The scanner, having read everything fed so far (built here on first use)."""
@@ -109,12 +101,10 @@ class _Feed:
             from kbdebug.parse.needles import needles
             from kbdebug.scan import Scanner
 
-            scanner = Scanner(needles)
-            scanner.feed(b"".join(self.held))
-            self._scanner, self.held, self.size = scanner, [], 0
-        if self._batch:
-            self._scanner.feed(b"".join(self._batch))
-            self._batch, self._batched = [], 0
+            self._scanner = Scanner(needles)
+        if self.held:
+            self._scanner.feed(b"".join(self.held))
+            self.held, self.size = [], 0
         return self._scanner
 
 
