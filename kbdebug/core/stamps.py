@@ -10,20 +10,21 @@ compare on month, day and time when either lacks it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from kbdebug import _regex_cache
+
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)}
 _TIME = r"(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)(?:[.,](?P<f>\d+))?"
 _STYLES = (
-    re.compile(rf"^(?P<y>\d{{4}})-(?P<m>\d\d)-(?P<d>\d\d)[T _]{_TIME}\s*(?P<tz>Z|[+-]\d\d:?\d\d)?"),
-    re.compile(rf"^[IWEF](?P<m>\d{{1,2}})(?P<d>\d\d) {_TIME}"),  # glog / c10: severity, month, day
-    re.compile(rf"^(?P<mon>[A-Z][a-z]{{2}}) +(?P<d>\d{{1,2}}) {_TIME}"),  # syslog / journald
-    re.compile(rf"^(?P<m>\d\d)-(?P<d>\d\d) {_TIME}"),  # vLLM
+    _regex_cache.compile(rf"^(?P<y>\d{{4}})-(?P<m>\d\d)-(?P<d>\d\d)[T _]{_TIME}\s*(?P<tz>Z|[+-]\d\d:?\d\d)?"),
+    _regex_cache.compile(rf"^[IWEF](?P<m>\d{{1,2}})(?P<d>\d\d) {_TIME}"),  # glog / c10: severity, month, day
+    _regex_cache.compile(rf"^(?P<mon>[A-Z][a-z]{{2}}) +(?P<d>\d{{1,2}}) {_TIME}"),  # syslog / journald
+    _regex_cache.compile(rf"^(?P<m>\d\d)-(?P<d>\d\d) {_TIME}"),  # vLLM
 )
-_INNER = re.compile(r"^\[(?P<t>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) ")
+_INNER = _regex_cache.compile(r"^\[(?P<t>[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?) ")
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 from functools import cache
 
+from kbdebug import _regex_cache
 from kbdebug._resources import data_dir
 
 # `NAME: /regex/flags` (a terminal written as one regex; `NAME.2` with a priority)
-_REGEX_TERMINAL = re.compile(r"^([A-Z_][A-Z0-9_]*)(?:\.\d+)?\s*:\s*/(.*)/([imslux]*)\s*$", re.M)
+_REGEX_TERMINAL = _regex_cache.compile(r"^([A-Z_][A-Z0-9_]*)(?:\.\d+)?\s*:\s*/(.*)/([imslux]*)\s*$", re.M)
 
 
 @cache

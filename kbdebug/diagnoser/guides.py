@@ -169,9 +169,9 @@ _ENV_PREFIX = _regex_cache.compile(r"^((?:[A-Z_][A-Z0-9_]*=\S+\s+)+)python\s")
 # Libraries that document themselves on a site of their own: a reference there helps only where the frames run
 # through that library (a MONAI page for a hand-written Dice or a BCE error is noise).
 _LIBRARY_SITES = (
-    (re.compile(r"//(?:[\w-]+\.)*monai\.io/"), "monai"),
-    (re.compile(r"//huggingface\.co/docs/transformers"), "transformers"),
-    (re.compile(r"//(?:[\w-]+\.)*lightning\.ai/"), "lightning"),
+    (_regex_cache.compile(r"//(?:[\w-]+\.)*monai\.io/"), "monai"),
+    (_regex_cache.compile(r"//huggingface\.co/docs/transformers"), "transformers"),
+    (_regex_cache.compile(r"//(?:[\w-]+\.)*lightning\.ai/"), "lightning"),
 )
 
 

@@ -24,18 +24,19 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import cast
 
+from kbdebug import _regex_cache
 from kbdebug.core.facts import Facts
 from kbdebug.core.frames import basename
 from kbdebug.diagnosis import Incident
 from kbdebug.kb.model import Rule
 
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\S*"), "<time>"),
-    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
-    (re.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*[\\/])+([\w.-]+)"), r"\1"),  # a path: its file name
-    (re.compile(r"'[^']{1,80}'|\"[^\"]{1,80}\""), "<name>"),
-    (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
-    (re.compile(r"\s+"), " "),
+    (_regex_cache.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\S*"), "<time>"),
+    (_regex_cache.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
+    (_regex_cache.compile(r"(?:[A-Za-z]:)?(?:[\w.~-]*[\\/])+([\w.-]+)"), r"\1"),  # a path: its file name
+    (_regex_cache.compile(r"'[^']{1,80}'|\"[^\"]{1,80}\""), "<name>"),
+    (_regex_cache.compile(r"\d+(?:\.\d+)?"), "<n>"),
+    (_regex_cache.compile(r"\s+"), " "),
 )
 
 

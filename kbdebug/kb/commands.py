@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import re
 
+from kbdebug import _regex_cache
 from kbdebug.kb.model import Rule
 
 NEEDS: tuple[tuple[re.Pattern[str], frozenset[str]], ...] = (
-    (re.compile(r"\bCUDA_LAUNCH_BLOCKING=1\b"), frozenset({"cuda", "not_blocking"})),
-    (re.compile(r"\bkbdebug run --rerun\b"), frozenset({"cuda", "not_blocking", "shell"})),
-    (re.compile(r"\bcompute-sanitizer\b"), frozenset({"cuda", "shell"})),
-    (re.compile(r"(?:^|\s)python\s"), frozenset({"shell"})),
+    (_regex_cache.compile(r"\bCUDA_LAUNCH_BLOCKING=1\b"), frozenset({"cuda", "not_blocking"})),
+    (_regex_cache.compile(r"\bkbdebug run --rerun\b"), frozenset({"cuda", "not_blocking", "shell"})),
+    (_regex_cache.compile(r"\bcompute-sanitizer\b"), frozenset({"cuda", "shell"})),
+    (_regex_cache.compile(r"(?:^|\s)python\s"), frozenset({"shell"})),
 )
 
 

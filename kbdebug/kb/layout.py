@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kbdebug import _regex_cache
 from kbdebug.kb.watch import Watch
 
 RULE_FILE = "rule.toml"
@@ -31,7 +32,7 @@ GUIDE_FILE = "guide.md"
 EXAMPLES_DIR = "examples"
 # The guide's sections: its model's field, and the heading the user reads.
 GUIDE_SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
-_HEADING = re.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+_HEADING = _regex_cache.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 
 
 class LayoutError(ValueError):

@@ -152,8 +152,8 @@ def _expand_start(alt: str) -> list[str]:
     return [alt]
 
 
-_LAST_TOKEN = re.compile(r"\S+\s*$")
-_GLUED = re.compile(r"(?<=\w):(?=\w)")
+_LAST_TOKEN = _regex_cache.compile(r"\S+\s*$")
+_GLUED = _regex_cache.compile(r"(?<=\w):(?=\w)")
 
 
 @cache
@@ -405,4 +405,4 @@ def _finder_of(name: str) -> phrases.Finder | bool:
     ordered = sorted(texts, key=lambda t: (-len(t), t))
     if len(ordered) > MANY_TEXTS:
         return phrases.literal_finder(ordered)
-    return re.compile("|".join(re.escape(t) for t in ordered))
+    return _regex_cache.compile("|".join(re.escape(t) for t in ordered))

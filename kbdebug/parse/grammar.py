@@ -12,6 +12,7 @@ from typing import Any
 import lark
 from lark import Lark, Tree
 
+from kbdebug import _regex_cache
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 from kbdebug.parse import parser_cache
@@ -117,7 +118,7 @@ def earley_fallback(name: str) -> bool:
     return directive(source(name), "earley fallback") != ["none"]
 
 
-_TERMINAL_DEF = re.compile(r"^([A-Z_][A-Z0-9_]*)[ \t]*:", re.M)
+_TERMINAL_DEF = _regex_cache.compile(r"^([A-Z_][A-Z0-9_]*)[ \t]*:", re.M)
 
 
 def literal_first(text: str) -> str:

@@ -73,7 +73,7 @@ def terminal(pattern: str, flags: int) -> LazyRegex:
     return LazyRegex(pattern, flags)
 
 
-_UNESCAPE = re.compile(r"\\(.)", re.S)
+_UNESCAPE = _regex_cache.compile(r"\\(.)", re.S)
 
 
 class LazyRegex:

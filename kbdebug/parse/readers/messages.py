@@ -9,6 +9,7 @@ from typing import Any
 
 from lark import Token
 
+from kbdebug import _regex_cache
 from kbdebug.core.shapes import flattened_classes
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import anchors
@@ -18,7 +19,7 @@ from kbdebug.parse.reader import Reader, Sink, containing, read_at
 from kbdebug.records import ArchWarning, Frame, PyException, Record, TorchMessage
 from kbdebug.records.job import signal_of_text
 
-_INDEX_OPS = re.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
+_INDEX_OPS = _regex_cache.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _ROLES = ("input_shape", "target_shape")
 
 

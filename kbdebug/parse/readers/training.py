@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from lark import Token
 
+from kbdebug import _regex_cache
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import may_hold
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
@@ -16,8 +17,8 @@ from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, NonFiniteLoss, Record
 
 # Where an item of a progress line may start: a word, or a quoted key (`'loss': nan`, `"epoch": 3`).
-_ITEM_START = re.compile(r"(?<![\w'\"/.-])['\"]?[A-Za-z_]")
-_ITEM_END = re.compile(r"(?=[\s,;|}):])|$")  # where a position item may end
+_ITEM_START = _regex_cache.compile(r"(?<![\w'\"/.-])['\"]?[A-Za-z_]")
+_ITEM_END = _regex_cache.compile(r"(?=[\s,;|}):])|$")  # where a position item may end
 MAX_POSITION = 32  # characters of an item read as a position, at most
 
 
