@@ -9,6 +9,10 @@ A job wrapper must cost its job nothing it can notice. Three figures per child:
   to ours and to a log file, exit with the child's status), the floor `kbdebug run` is held to: on
   `python -c pass` kbdebug should add at most 2x what it adds ("x minimal"), and a child printing 100k
   lines should cost at most 1.15x its bare CPU ("x bare").
+- floor: the least any Python wrapper of a pipe can cost (FLOOR: one pipe, widened, read after a 10 ms
+  gather like kbdebug's pumps, copied to our stdout; no log, no stderr, no scan). On an unbuffered child its
+  "x bare" is the interpreter's start plus the child's own cost of writing each line into a pipe instead of
+  /dev/null: the 1.15x target is only reachable where this floor is under it.
 Children: `true` and `python -c pass` (a job that succeeds at once), one that prints 100k lines of 100
 bytes (the pumps' throughput; the output goes to /dev/null either way; `-u` is the child as kbdebug runs
 it, unbuffered), one that works between its 100k lines like a training loop (~0.4 s of CPU: the child
@@ -59,6 +63,20 @@ for t in threads:
     t.join()
 sys.exit(proc.returncode)
 """
+FLOOR = """
+import fcntl, os, subprocess, sys, time
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)
+fd = proc.stdout.fileno()
+try:
+    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+except OSError:
+    pass
+while data := os.read(fd, 1 << 20):
+    os.write(1, data)
+    if len(data) < 1 << 20:
+        time.sleep(0.01)
+sys.exit(proc.wait())
+"""
 CHILDREN = {
     "true": ["true"],
     "python -c pass": [PY, "-c", "pass"],
@@ -101,6 +119,7 @@ def main() -> int:
             cases[name] = (cmd, env)
             # the minimal wrapper gets the child's environment as kbdebug makes it (unbuffered), so both copy alike
             cases[f"minimal -- {name}"] = ([*minimal, *cmd], {**env, "PYTHONUNBUFFERED": "1"})
+            cases[f"floor -- {name}"] = ([PY, "-c", FLOOR, *cmd], {**env, "PYTHONUNBUFFERED": "1"})
             cases[f"kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], env)
             if other is not None:
                 cases[f"{args.against}: kbdebug run -- {name}"] = ([*KB, "run", "--", *cmd], other)
@@ -130,6 +149,7 @@ def table(times: dict[str, list[float]], against: Path | None) -> None:
         floor = med[f"minimal -- {name}"] - med[name]
         for label, wrapped in (
             ("", f"minimal -- {name}"),
+            ("", f"floor -- {name}"),
             ("", f"kbdebug run -- {name}"),
             (f"  {against}", f"{against}: kbdebug run -- {name}"),
         ):
