@@ -108,6 +108,10 @@ class PyException(Record):
     # Printed under `Original Traceback (most recent call last):`: the exception that the one before it re-raised
     # (a DataLoader worker's, a replica's). How it was read, not a fact: never dumped.
     original: bool = Field(default=False, exclude=True)
+    # The message template kbdebug.parse read off its message, when one did (`expand`, `target_size`): what the
+    # shapes the message prints are is then that template's to say (a TorchMessage's own shapes and roles), not
+    # a prediction/label pair read off any two shapes. How it was read, not a fact: never dumped.
+    template: str | None = Field(default=None, exclude=True)
 
     @property
     def folded_message(self) -> str:
@@ -124,15 +128,17 @@ class PyException(Record):
         """The two shapes that clashed: named in the message, else those of the tensors on the failing line."""
         shapes = self.shapes
         if len(shapes) == 2:
-            return shapes
+            return [] if self.template is not None else shapes
         distinct = [s for i, s in enumerate(self.frame_shapes) if len(s) >= 2 and s not in self.frame_shapes[:i]]
         return distinct if len(distinct) == 2 else []
 
     @property
     def shape_relation(self) -> str | None:
-        """How the two shapes the message names relate (see kbdebug.core.shapes), None unless it names two."""
+        """How the two shapes the message names relate (see kbdebug.core.shapes), None unless it names two. A
+        message a template reads says itself what its shapes are: an op's own check of one tensor (`expand`'s
+        target and tensor sizes, an LSTM's expected and given hidden state) names no prediction/label pair."""
         shapes = self.shapes
-        return relation(shapes[0], shapes[1]) if len(shapes) == 2 else None
+        return relation(shapes[0], shapes[1]) if len(shapes) == 2 and self.template is None else None
 
     @property
     def frame_shape_relation(self) -> str | None:

@@ -105,7 +105,10 @@ def read_exception(exc: BaseException, first_line: int = 1) -> LiveException:
             has_header=bool(frames),
         )
         msg_lines = [Line(end - len(only) + 1 + k, text) for k, text in enumerate(only)]
-        said = [r for r in parse_lines(msg_lines, frames) if not isinstance(r, PyException)]
+        parsed = parse_lines(msg_lines, frames)
+        said = [r for r in parsed if not isinstance(r, PyException)]
+        # the message's own reading (the template the parse read off it, which says what its shapes are)
+        rec.template = next((r.template for r in parsed if isinstance(r, PyException) and r.template), None)
         shape = next((said_shape for r in said if (said_shape := r.facts().get("tensor_shape")) is not None), None)
         site = read_site(e, found[id(e)] or fallback, shape)
         if found[id(e)] is not None:  # its own failing line, not one borrowed from the chain

@@ -146,6 +146,10 @@ _DERIVED = {
 }
 
 
+# A wrapper's note about where the exception it re-raises came from: it says nothing of that exception's shapes.
+_WRAPPERS = ("caught_in_worker", "caught_in_replica")
+
+
 class MessagesReader(Reader):
     """The first message template in a line, wherever it starts (derived from messages.lark); read again in
     an exception's message read whole."""
@@ -193,7 +197,9 @@ class MessagesReader(Reader):
             exc = containing(records, "exception", msg.first_line)
             if isinstance(exc, PyException):
                 msg.context_text = exc.context_text
-            if msg.template in ("caught_in_worker", "caught_in_replica"):
+                if exc.template is None and msg.template not in _WRAPPERS and " ".join(msg.text.split()) in exc.folded_message:
+                    exc.template = msg.template  # the exception's own message: its template says what its shapes are
+            if msg.template in _WRAPPERS:
                 records.remove(msg)
                 worker, replica = msg.values.get("worker"), msg.values.get("replica")
                 # the wrapper and the error it re-raises (printed under `Original Traceback`) both came from there
