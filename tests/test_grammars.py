@@ -52,12 +52,13 @@ def test_non_matching_text_gives_none(grammar: str) -> None:
     assert parse(grammar, "Epoch 3: 41%|####      | 412/1000 [02:11<03:07, loss=0.43]") is None
 
 
-@pytest.mark.parametrize("template", sorted(MESSAGES))
-def test_every_template_is_found_where_it_starts(template: str) -> None:
-    """The anchors derived from messages.lark find each template's start, inside a longer line too."""
+@pytest.mark.parametrize(("template", "text"), [(kind, line) for g, kind, line in CASES if g == "messages"])
+def test_every_template_is_found_where_it_starts(template: str, text: str) -> None:
+    """The anchors derived from messages.lark find each template's start, inside a longer line too: every case,
+    so a template's every wording (each branch of a choice inside its text) has an anchor."""
     from kbdebug.parse.derive import anchors
 
-    line = "RuntimeError: " + MESSAGES[template]
+    line = "RuntimeError: " + text
     found = [first_alt(tree).data for s in anchors("messages").starts(line) if (tree := parse("messages", line[s:]))]
     assert template in found[:1] or (found and found[0] == template), (template, found)
 

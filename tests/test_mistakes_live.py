@@ -160,3 +160,13 @@ def test_a_datasets_column_missing_is_other_naming_the_column_and_those_the_data
     assert "The dataset has no column `label`: its columns are ['text', 'labels']." in text
     assert 'ds.rename_column("old", "new")' in text
     assert _both(read) == ("other", "other")
+
+
+def test_negative_labels_one_hot_encoded_are_labels_outside_the_class_range() -> None:
+    """`F.one_hot` of labels holding an ignore value (-100): its own range check, whose wording was in no anchor."""
+    labels = torch.tensor([[-100, 0, 2], [1, 2, 0]])
+    live, printed = _both(lambda: F.one_hot(labels, num_classes=3))
+    assert (live, printed) == ("channel_onehot_mismatch", "channel_onehot_mismatch")
+    text = guide(root(lambda: F.one_hot(labels, num_classes=3)))
+    assert "a label holds a negative value" in text and "ignore_index=-100" in text
+    assert "clamp(min=0), 3)" in text  # the fix keeps the user's class count

@@ -141,14 +141,21 @@ class _AnchorReader:
         return lits if all(len(x) >= self.MIN_LITERAL for x in lits) else None
 
 
+_CHOICE = re.compile(r"(.*?)(?<!\\)\(\?:([^()]*\|[^()]*)\)(?![?*+{])(.*)", re.S)
+MOST_STARTS = 16  # texts one alternative expands to, at most
+
+
 def _expand_start(alt: str) -> list[str]:
-    """A regex alternative that opens with a choice (`[Ll]oss`, `(?:Loss|loss) is`) as one text per choice."""
+    """A regex alternative holding a choice (`[Ll]oss`, `(?:Loss|loss) is`, `Class values must be (?:smaller than
+    num_classes|non-negative)`) as one text per choice: read as plain text, a choice would be its first branch
+    only, and a message in another branch would have no anchor and never be read."""
     m = re.match(r"\[([A-Za-z]{1,4})\](.*)", alt, re.S)
     if m:
         return [c + m.group(2) for c in m.group(1)]
-    m = re.match(r"\(\?:([^()]*)\)(?![?*+{])(.*)", alt, re.S)
+    m = _CHOICE.match(alt)
     if m:
-        return [a + m.group(2) for a in split_alternatives(m.group(1))]
+        head, body, tail = m.groups()
+        return [x for a in split_alternatives(body) for x in _expand_start(head + a + tail)][:MOST_STARTS]
     return [alt]
 
 
