@@ -170,3 +170,15 @@ def test_negative_labels_one_hot_encoded_are_labels_outside_the_class_range() ->
     text = guide(root(lambda: F.one_hot(labels, num_classes=3)))
     assert "a label holds a negative value" in text and "ignore_index=-100" in text
     assert "clamp(min=0), 3)" in text  # the fix keeps the user's class count
+
+
+def test_index_select_of_a_plain_tensor_gets_index_select_advice_with_the_users_names() -> None:
+    """`index out of range in self` is index_select's (nn.Embedding's lookup is one): on a plain tensor the guide
+    speaks of that tensor and its dim, not of a vocabulary."""
+    feats = torch.zeros(3, 2)
+    keep = torch.tensor([0, 5])
+    inc = root(lambda: feats.index_select(0, keep))
+    assert inc.rule == "embedding_index_oob"
+    text = guide(inc)
+    assert "`index_select` was given an index past the end" in text
+    assert "feats.size(0)" in text and "nn.Embedding(" not in text and "truncation=True" not in text
