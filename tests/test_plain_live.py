@@ -4,6 +4,8 @@ None), as friendly-traceback does (benchmarks/plain_errors_vs_friendly.py compar
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from plain_live_errors import CASES, Case, names_all
 
@@ -69,3 +71,31 @@ def test_a_call_is_never_made_to_read_a_value() -> None:
     calls.clear()
     facts = diagnose(info.value).incidents[0].facts
     assert calls == [] and facts["sequence_name"] == "files()" and facts["sequence_from_call"] is True
+
+
+def test_a_sample_the_dataset_returned_as_none_is_named_as_that() -> None:
+    """default_collate's TypeError names the batch, never the sample: the page says a sample is None and how to
+    find it in the Dataset, live and from the printed traceback (a worker's included)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from kbdebug import diagnose_text
+
+    class Images(torch.utils.data.Dataset):  # type: ignore[misc,type-arg]
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> object:
+            return None if i == 2 else torch.zeros(3)  # an unreadable image, read as None
+
+    for workers in (0, 1):
+        with pytest.raises((TypeError, AttributeError)) as info:  # a worker's collate meets the None in another call
+            list(DataLoader(Images(), batch_size=4, num_workers=workers))
+        inc = diagnose(info.value).incidents[0]
+        text = " ".join(str(inc.guide.get(k, "")) for k in ("what", "why", "confirm", "fix"))
+        assert inc.rule == "other" and inc.facts["none_in_batch"] is True, inc.facts
+        assert "A sample of the batch is None" in text and "dataset[i] is None" in text
+        if not workers:  # torch.stack names the element; a worker's collate sizes the batch first and does not
+            assert inc.facts["none_element"] == 2 and "(element 2" in text
+    printed = diagnose_text((Path(__file__).parent / "cases" / "plain" / "collate_none_sample.log").read_text()).incidents[0]
+    assert printed.rule == "other" and printed.facts["none_element"] == 3

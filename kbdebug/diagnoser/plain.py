@@ -20,6 +20,13 @@ _SUBSCRIPT = _regex_cache.compile(r"((?:[A-Za-z_][\w.]*)(?:\([^()]*\)|\[[^\[\]]*
 _MARKS = _regex_cache.compile(r"\s*[~^]+\s*")  # Python 3.11's marks under the failing part of a printed line
 _ATTRIBUTE_ERROR = _regex_cache.compile(r"^'([\w.]+)' object has no attribute '(\w+)'|^(module '[\w.]+') has no attribute '(\w+)'")
 _NOT_SUBSCRIPTABLE = _regex_cache.compile(r"^'([\w.]+)' object is not (subscriptable|iterable|callable)")
+# default_collate's type check of a batch element, and torch.stack's (collate stacks a batch's tensors): a None
+# where a sample (or one of its fields) should be (torch/utils/data/_utils/collate.py, ATen's TensorList unpacking)
+_NONE_IN_BATCH = _regex_cache.compile(
+    r"default_collate: batch must contain .*found <class 'NoneType'>|expected Tensor as element (\d+) in argument \d+, but got NoneType"
+)
+# collate_tensor_fn in a DataLoader worker sizes the shared batch first: `sum(x.numel() for x in batch)` meets the None
+_COLLATE_NUMEL = _regex_cache.compile(r"\bx\.numel\(\) for x in batch\b")
 _NAME_ERROR = _regex_cache.compile(
     r"name '(\w+)' is not defined|local variable '(\w+)' referenced|cannot access (?:local|free) variable '(\w+)'"
 )
@@ -62,6 +69,8 @@ def plain_facts(error_type: str, message: str, code: str) -> dict[str, Any]:
         owner = re.search(rf"([A-Za-z_][\w.]*(?:\([^()]*\)|\[[^\[\]]*\])*)\.{attribute}\b", code)
         if owner:
             facts["attribute_of"] = owner.group(1)
+        if owner_type == "NoneType" and _COLLATE_NUMEL.search(code):
+            facts["none_in_batch"] = True
     elif kind == "TypeError" and (m := _NOT_SUBSCRIPTABLE.match(first)):
         facts["attribute_of_type"] = m.group(1)
         base = _subscript_of(code, lambda index: True) if m.group(2) == "subscriptable" else None
@@ -69,6 +78,10 @@ def plain_facts(error_type: str, message: str, code: str) -> dict[str, Any]:
             facts["attribute_of"] = base
     elif kind in ("NameError", "UnboundLocalError") and (m := _NAME_ERROR.search(first)):
         facts["undefined_name"] = next(g for g in m.groups() if g)
+    elif kind == "TypeError" and (m := _NONE_IN_BATCH.search(first)):
+        facts["none_in_batch"] = True
+        if m.group(1) is not None:
+            facts["none_element"] = int(m.group(1))
     return facts
 
 

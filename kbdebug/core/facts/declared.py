@@ -296,6 +296,10 @@ class Facts(TypedDict, total=False):
     missing_attribute: Annotated[str, _f("the attribute an AttributeError names", "context")]
     none_from: Annotated[str, _f("live: the right-hand side of the last assignment of that None before the failing line", "live")]
     undefined_name: Annotated[str, _f("the name a NameError names", "context")]
+    none_in_batch: Annotated[
+        bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
+    ]
+    none_element: Annotated[int, _f("the position of that None in the list, when the message names it", "context")]
     similar_names: Annotated[list[str], _f("live: names defined there that are close to it", "live")]
     kbdebug_failure: Annotated[str, _f("what kbdebug itself failed on while reading a live exception (it never raises)", "kbdebug")]
     # -- what kbdebug.guard() reports with the error it raises
