@@ -34,3 +34,19 @@ def test_a_plain_python_error_is_other_and_nothing_else(path: Path) -> None:
 def test_a_successful_run_is_no_failure(path: Path) -> None:
     diag = diagnose_text(path.read_text(encoding="utf-8"), source=path.name)
     assert [inc.rule for inc in diag.incidents] == []
+
+
+def test_an_exception_python_ignored_is_no_failure_and_never_hides_the_one_that_was() -> None:
+    """`Exception ignored in: <...__del__>` and its traceback (Python's unraisable hook): the program went on. Alone
+    it is no failure; before a real crash, the crash is the root and the ignored one is not evidence of it."""
+    ignored = (SUCCESS[0].parent / "dataloader_del_exception_ignored.log").read_text(encoding="utf-8")
+    assert diagnose_text(ignored).incidents == []
+    crash = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    img = sample["image"]\nKeyError: \'image\'\n'
+    diag = diagnose_text(ignored + crash)
+    assert [inc.rule for inc in diag.incidents] == ["other"]
+    assert diag.incidents[0].facts["error_message"] == "'image'"
+    # an ignored CUDA error is still a CUDA error: the device failed, whatever swallowed the exception
+    cuda = ignored.replace(
+        "AssertionError: can only test a child process", "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert [inc.rule for inc in diagnose_text(cuda).incidents] == ["illegal_memory_access"]

@@ -112,6 +112,9 @@ class PyException(Record):
     # shapes the message prints are is then that template's to say (a TorchMessage's own shapes and roles), not
     # a prediction/label pair read off any two shapes. How it was read, not a fact: never dumped.
     template: str | None = Field(default=None, exclude=True)
+    # Printed under `Exception ignored in: ...` by Python's unraisable hook: raised where it could not propagate (a
+    # `__del__`, a callback, atexit) and ignored, so the program went on; it is no failure by itself. Never dumped.
+    ignored: bool = Field(default=False, exclude=True)
 
     @property
     def folded_message(self) -> str:

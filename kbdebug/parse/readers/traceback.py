@@ -91,6 +91,7 @@ class TracebackReader(Reader):
         self.fatal: PyException | None = None  # the last `Fatal Python error`, whose thread dump follows it
         self.dump_thread: str | None = None  # inside a fatal-error dump: "current" (the error's frames) or "other"
         self.original = False  # under `Original Traceback (...)`: the next exception is the one re-raised by the last
+        self.ignored = False  # after `Exception ignored in: ...`: the next exception is one Python printed and ignored
 
     def read(self, line: Line) -> bool:
         text = line.text
@@ -224,7 +225,10 @@ class TracebackReader(Reader):
             return True
         if kind in ("header", *_FRAMES) and not self.frames:
             self.tb_start = line.no
-        if kind == "header":
+        if kind == "ignored":
+            self._close_exc()
+            self.frames, self.header, self.chain, self.ignored = [], False, None, True
+        elif kind == "header":
             self._close_exc()
             self.frames, self.header, self.plain_frames = [], True, False
             self.original = bool(f["original"])  # a DataLoader worker / replica re-raise: the inner one is the cause
@@ -297,8 +301,9 @@ class TracebackReader(Reader):
             chained=self.chain,  # type: ignore[arg-type]
             has_header=self.header,
             original=self.original,
+            ignored=self.ignored,
         )
-        self.frames, self.header, self.chain, self.exc_lines, self.original = [], False, None, 0, False
+        self.frames, self.header, self.chain, self.exc_lines, self.original, self.ignored = [], False, None, 0, False, False
         self.plain_frames = False
 
     def _warning_message(self, line: Line) -> None:
