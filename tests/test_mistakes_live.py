@@ -182,3 +182,18 @@ def test_index_select_of_a_plain_tensor_gets_index_select_advice_with_the_users_
     text = guide(inc)
     assert "`index_select` was given an index past the end" in text
     assert "feats.size(0)" in text and "nn.Embedding(" not in text and "truncation=True" not in text
+
+
+def test_numpy_of_a_cuda_tensor_is_a_device_placement_with_the_cpu_copy_as_its_fix() -> None:
+    """`can't convert cuda:0 device type tensor to numpy` (no GPU here: the message as torch prints it): the tensor is
+    on the GPU and numpy's side is host memory; the fix is the copy, not moving the model."""
+    printed = (
+        'Traceback (most recent call last):\n  File "eval.py", line 50, in <module>\n'
+        "    acc = (pred == y).float().mean().numpy()\n"
+        "TypeError: can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.\n"
+    )
+    inc = diagnose_text(printed).root
+    assert inc is not None and inc.rule == "device_mismatch"
+    text = guide(inc)
+    assert "A tensor on cuda:0 was converted to a numpy" in text and "t.detach().cpu().numpy()" in text
+    assert "model.to(device)" not in text
