@@ -134,8 +134,9 @@ def _may_glue(seg: str) -> bool:
 
 
 # an exception type wrapped onto the end of the source line above its message: `    loss = f(x) IndexError:` (never
-# a warning's `file.py:104: UserWarning:`, whose message Python prints on the next line)
-_TYPE_AT_END = lazy(rf"(?<=[^\s:])\s+(?={EXC_NAME}:\s*$)")
+# a warning's `file.py:104: UserWarning:`, whose message Python prints on the next line, nor the code that names a type
+# before its block's colon: `except FileNotFoundError:`, pasted code, is no error)
+_TYPE_AT_END = lazy(rf"(?<=[^\s:])(?<!\bexcept)\s+(?={EXC_NAME}:\s*$)")
 # Markdown bold as CommonMark reads it: `**` that is not part of a longer run of stars, hugging its text.
 # Slurm's `*** JOB 1 CANCELLED ***` is no bold: a run of three, with spaces inside, stays as the log printed it.
 _BOLD = lazy(r"(?<!\*)\*\*(?=[^*\s])([^*\n]+?)(?<=[^*\s])\*\*(?!\*)")

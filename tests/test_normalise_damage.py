@@ -208,3 +208,12 @@ def test_no_line_that_glue_splits_is_passed_over_by_its_texts() -> None:
     one_assert = "/src/k.cu:92: op: block: [3,0,0], thread: [36,0,0] Assertion `i < n` failed."
     assert not _may_glue(one_assert)
     assert _may_glue(one_assert + one_assert) and len(_GLUE.split(one_assert + one_assert)) == 2
+
+
+def test_code_that_names_an_exception_type_before_its_block_colon_is_no_error() -> None:
+    """`except FileNotFoundError:` ends its line with a type and a colon like a wrapped exception line, but it is code
+    (a question with its code pasted, or a traceback's context): no line is split there, and no error is read."""
+    for indent in ("", "    "):
+        log = f"try:\n{indent}    ckpt = torch.load(path)\n{indent}except FileNotFoundError:\n{indent}    ckpt = None\n"
+        assert [r.exc_type for r in parse_text(log) if r.kind == "exception" and r.exc_type] == []
+        assert diagnose_text(log).incidents == []

@@ -45,6 +45,8 @@ def is_source_line(text: str) -> bool:
     return rest.endswith(")") and _CALL_OPENS.search(rest, 0, len(rest) - 1) is not None
 
 
+# A Python `except` clause (`except FileNotFoundError:`, `except (KeyError, IndexError) as e:`): code, not an error
+_EXCEPT_CLAUSE = _regex_cache.compile(r"except\b[^:]*:$")
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
 
@@ -153,8 +155,10 @@ class TracebackReader(Reader):
         # not compiled with C`, `assert a == b, "shapes differ"`): that literal is the error it was about to print,
         # however much of it was pasted
         literal = raised_literal(self.frames[-1].code or "") if self.frames else None
-        if self.sink.empty and lines and literal is None:  # no format recognised: the last lines may still be an error's message
-            tail = lines[-FALLBACK_LINES:]
+        # no format recognised: the last lines may still be an error's message (never the `except X:` clauses of
+        # pasted code, which name a type the code catches, not one it raised)
+        tail = [t for t in lines[-FALLBACK_LINES:] if not _EXCEPT_CLAUSE.match(t.text.strip())]
+        if self.sink.empty and tail and literal is None:
             self.sink.emit(
                 PyException(
                     first_line=tail[0].no,
