@@ -141,7 +141,7 @@ class _AnchorReader:
         return lits if all(len(x) >= self.MIN_LITERAL for x in lits) else None
 
 
-_CHOICE = re.compile(r"(.*?)(?<!\\)\(\?:([^()]*\|[^()]*)\)(?![?*+{])(.*)", re.S)
+_CHOICE = _regex_cache.compile(r"(.*?)(?<!\\)\(\?:([^()]*\|[^()]*)\)(?![?*+{])(.*)", re.S)
 MOST_STARTS = 16  # texts one alternative expands to, at most
 
 
