@@ -197,3 +197,13 @@ def test_numpy_of_a_cuda_tensor_is_a_device_placement_with_the_cpu_copy_as_its_f
     text = guide(inc)
     assert "A tensor on cuda:0 was converted to a numpy" in text and "t.detach().cpu().numpy()" in text
     assert "model.to(device)" not in text
+
+
+def _check_loss(loss: torch.Tensor) -> None:
+    assert not torch.isnan(loss), "loss went NaN"
+
+
+def test_the_scripts_own_nan_check_failing_is_non_finite_values() -> None:
+    """A training script's own `assert not torch.isnan(loss)`: the cause is the NaN it found, not a plain assert."""
+    live, printed = _both(lambda: _check_loss(torch.log(torch.tensor(-1.0))))
+    assert (live, printed) == ("nan_inf_detected", "nan_inf_detected")
