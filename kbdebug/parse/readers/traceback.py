@@ -46,7 +46,7 @@ def is_source_line(text: str) -> bool:
 
 
 # A Python `except` clause (`except FileNotFoundError:`, `except (KeyError, IndexError) as e:`): code, not an error
-_EXCEPT_CLAUSE = _regex_cache.compile(r"except\b[^:]*:$")
+_EXCEPT_CLAUSE = _regex_cache.compile(r"^except\b[^:]*:$")
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
 
