@@ -207,3 +207,30 @@ def test_the_scripts_own_nan_check_failing_is_non_finite_values() -> None:
     """A training script's own `assert not torch.isnan(loss)`: the cause is the NaN it found, not a plain assert."""
     live, printed = _both(lambda: _check_loss(torch.log(torch.tensor(-1.0))))
     assert (live, printed) == ("nan_inf_detected", "nan_inf_detected")
+
+
+def _seg_loss(pred: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return ((pred - mask) ** 2).mean()
+
+
+def _attend(scores: torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+    return scores.masked_fill(attn_mask == 0, -1e9)
+
+
+def test_a_label_of_another_resolution_in_a_hand_written_loss_is_the_target_with_a_fix_that_runs() -> None:
+    """Live, the failing line's tensors say what the bare broadcast cannot: `pred` and `mask` differ in their spatial
+    dims. The label is resized to the prediction's, and the guide's expression runs on the user's tensors."""
+    pred, mask = torch.zeros(2, 3, 64, 64), torch.ones(2, 3, 32, 32)
+    inc = root(lambda: _seg_loss(pred, mask))
+    assert inc.rule == "target_shape_mismatch" and inc.facts["shape_relation"] == "spatial"
+    fix = str(inc.guide["fix"])
+    expr = 'F.interpolate(mask.float(), size=pred.shape[2:], mode="nearest").to(mask.dtype)'
+    assert expr in fix
+    assert eval(expr, {"F": F, "mask": mask, "pred": pred}).shape == pred.shape  # the guide's own text
+
+
+def test_an_attention_mask_with_another_head_count_is_no_label() -> None:
+    """`scores.masked_fill(attn_mask == 0, ...)` with 3 heads against 8: dim 1 is the heads, and neither tensor is
+    a label (attention scores are no metric's score)."""
+    inc = root(lambda: _attend(torch.zeros(2, 8, 64, 64), torch.ones(2, 3, 64, 64)))
+    assert inc.rule == "broadcast_shape_mismatch"
