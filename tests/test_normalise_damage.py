@@ -217,3 +217,18 @@ def test_code_that_names_an_exception_type_before_its_block_colon_is_no_error() 
         log = f"try:\n{indent}    ckpt = torch.load(path)\n{indent}except FileNotFoundError:\n{indent}    ckpt = None\n"
         assert [r.exc_type for r in parse_text(log) if r.kind == "exception" and r.exc_type] == []
         assert diagnose_text(log).incidents == []
+
+
+def test_a_bare_message_wrapped_and_followed_by_a_launchers_lines_is_read_from_its_first_line() -> None:
+    """Pasted without its `ValueError: `, wrapped in two, then SLURM's lines: the bare-message reading reaches back to
+    the line the message starts on (its template's text), and reads the wrapped message whole."""
+    log = (
+        "Expected input batch_size (64) to match\n"
+        "target batch_size (32).\n"
+        "srun: error: node17: task 0: Exited with exit code 1\n"
+        "srun: error: node17: task 1: Exited with exit code 1\n"
+        "srun: Terminating StepId=981273.0\n"
+    )
+    root = diagnose_text(log).root
+    assert root is not None and root.rule == "batch_size_mismatch"
+    assert (root.facts["input_batch"], root.facts["target_batch"]) == (64, 32)

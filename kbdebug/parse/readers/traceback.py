@@ -11,7 +11,7 @@ from lark import Token
 
 from kbdebug import _regex_cache
 from kbdebug.normalise import Line
-from kbdebug.parse.derive import line_start
+from kbdebug.parse.derive import anchors, line_start
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
 from kbdebug.parse.lines import parse
 from kbdebug.parse.reader import Reader, Sink, read_at
@@ -20,6 +20,7 @@ from kbdebug.records import Frame, PyException, Record
 MAX_MESSAGE_LINES = 30
 WARNING_MESSAGE_LINES = 1  # a warning's message is its one line (and the `warnings.warn(...)` source under it)
 FALLBACK_LINES = 3  # lines read as a bare message when nothing in a region is recognised
+FALLBACK_SPAN = 8  # ... reaching back this far to the line a known message starts on (wrapped, with lines after it)
 # tqdm's right bar (its default `| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]`): a
 # progress line is the training going on (another rank, another worker), never a line of an error's message
 PROGRESS_BAR = _regex_cache.compile(r"\|\s*\d+(?:\.\d+)?[kMGTPEZY]?/(?:\d+(?:\.\d+)?[kMGTPEZY]?|\?) \[[\d:]+<[\d:?]+")
@@ -157,19 +158,19 @@ class TracebackReader(Reader):
         literal = raised_literal(self.frames[-1].code or "") if self.frames else None
         # no format recognised: the last lines may still be an error's message (never the `except X:` clauses of
         # pasted code, which name a type the code catches, not one it raised)
-        tail = [t for t in lines[-FALLBACK_LINES:] if not _EXCEPT_CLAUSE.match(t.text.strip())]
+        tail = [t for t in _fallback_tail(lines) if not _EXCEPT_CLAUSE.match(t.text.strip())]
         if self.sink.empty and tail and literal is None:
-            self.sink.emit(
-                PyException(
-                    first_line=tail[0].no,
-                    last_line=tail[-1].no,
-                    raw="\n".join(t.text for t in tail),
-                    rank=tail[-1].rank,
-                    time=tail[-1].time,
-                    exc_type="",
-                    message="\n".join(t.text.strip() for t in tail),
-                )
+            bare = PyException(
+                first_line=tail[0].no,
+                last_line=tail[-1].no,
+                raw="\n".join(t.text for t in tail),
+                rank=tail[-1].rank,
+                time=tail[-1].time,
+                exc_type="",
+                message="\n".join(t.text.strip() for t in tail),
             )
+            self._reread_message(bare)  # a template wrapped over its lines is read whole
+            self.sink.emit(bare)
         if self.frames:  # ... and such a traceback still locates user code
             last = lines[-1] if lines else Line(0, "")
             exc_type, message = literal or ("", "")
@@ -332,6 +333,17 @@ class TracebackReader(Reader):
             return
         forms = dict.fromkeys((exc.folded_message, "".join(exc.message.split("\n"))))
         self.sink.reread([Line(exc.first_line, folded, exc.rank, exc.time) for folded in forms])
+
+
+def _fallback_tail(lines: Sequence[Line]) -> Sequence[Line]:
+    """The last lines, read as a bare message when nothing else was recognised: FALLBACK_LINES of them, or from the
+    line a known message starts on when that is further back (a message pasted without its type, wrapped, and
+    followed by a launcher's lines: `srun: error: ... Exited with exit code 1`)."""
+    start = max(len(lines) - FALLBACK_LINES, 0)
+    for k in range(start - 1, max(len(lines) - FALLBACK_SPAN, 0) - 1, -1):
+        if anchors("messages").starts(lines[k].text, 1):
+            return lines[k:]
+    return lines[start:]
 
 
 _RAISE_LITERAL = _regex_cache.compile(r"""^raise\s+([A-Za-z_][\w.]*)\(\s*[rRuU]?(["'])((?:(?!\2)[^\\]|\\.)*)""")
