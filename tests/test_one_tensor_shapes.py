@@ -102,3 +102,13 @@ def test_a_prediction_label_pair_named_by_a_loss_is_still_read_as_one() -> None:
     bce = torch.nn.functional.binary_cross_entropy_with_logits
     inc = root(lambda: bce(torch.randn(2, 14, 8, 8), torch.rand(2, 1, 8, 8)))
     assert inc.rule == "channel_onehot_mismatch"
+
+
+def test_an_rnn_hidden_state_of_another_batch_gets_a_page_that_says_so() -> None:
+    """No rule of its own, but the sizes it names say which dim differs: the batch (the last, smaller batch of an
+    epoch meeting a hidden state built once), with a fix built from the batch at hand."""
+    inc = root(_lstm_hidden_of_another_batch)
+    text = guide(inc)
+    assert inc.rule == "other" and (inc.facts["hidden_expected"], inc.facts["hidden_given"]) == ([1, 2, 4], [1, 3, 4])
+    assert "a hidden state for a batch of 3 where the input holds 2" in text
+    assert "h0 = x.new_zeros(1, x.size(0), 4)" in text and "drop_last=True" in text

@@ -296,6 +296,10 @@ class Facts(TypedDict, total=False):
     missing_attribute: Annotated[str, _f("the attribute an AttributeError names", "context")]
     none_from: Annotated[str, _f("live: the right-hand side of the last assignment of that None before the failing line", "live")]
     undefined_name: Annotated[str, _f("the name a NameError names", "context")]
+    hidden_expected: Annotated[
+        list[int], _f("the hidden state an RNN expects for its input: (layers * directions, batch, hidden size)", "message")
+    ]
+    hidden_given: Annotated[list[int], _f("the hidden state it was given", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]

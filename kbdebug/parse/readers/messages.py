@@ -52,6 +52,12 @@ class MessageTree(FieldTransformer):
     def view_shape(self, children: list[Token]) -> Fields:  # `[-1, 3, 2048]`: -1 is the dim view infers
         return {"view_shape": [int(t) for t in children]}
 
+    def hidden_expected(self, children: list[Token]) -> Fields:  # an RNN's `(layers * directions, batch, hidden)`
+        return {"hidden_expected": [int(c) for c in children]}
+
+    def hidden_given(self, children: list[Token]) -> Fields:
+        return {"hidden_given": [int(c) for c in children]}
+
     def tensor_shape(self, children: list[Shape]) -> Fields:
         return {"tensor_shape": list(children[0])}
 
