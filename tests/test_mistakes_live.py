@@ -234,3 +234,20 @@ def test_an_attention_mask_with_another_head_count_is_no_label() -> None:
     a label (attention scores are no metric's score)."""
     inc = root(lambda: _attend(torch.zeros(2, 8, 64, 64), torch.ones(2, 3, 64, 64)))
     assert inc.rule == "broadcast_shape_mismatch"
+
+
+def test_batch_norm_over_a_batch_of_one_and_cuda_in_a_forked_worker_get_pages_that_say_so() -> None:
+    """Known wordings with no rule of their own: the catch-all's page says what happened and what to change."""
+    bn = torch.nn.BatchNorm1d(4).train()
+    inc = root(lambda: bn(torch.randn(1, 4)))
+    text = guide(inc)
+    assert inc.rule == "other" and "a batch of one sample" in text and "drop_last=True" in text and "model.eval()" in text
+    fork = (
+        'Traceback (most recent call last):\n  File "dataset.py", line 40, in __getitem__\n    img = img.cuda()\n'
+        "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use "
+        "the 'spawn' start method\n"
+    )
+    printed = diagnose_text(fork).root
+    assert printed is not None and printed.rule == "other"
+    text = guide(printed)
+    assert "CUDA cannot be initialised again in a forked child" in text and 'multiprocessing_context="spawn"' in text
