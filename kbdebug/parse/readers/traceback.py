@@ -158,19 +158,8 @@ class TracebackReader(Reader):
         literal = raised_literal(self.frames[-1].code or "") if self.frames else None
         # no format recognised: the last lines may still be an error's message (never the `except X:` clauses of
         # pasted code, which name a type the code catches, not one it raised)
-        tail = [t for t in _fallback_tail(lines) if not _EXCEPT_CLAUSE.match(t.text.strip())]
-        if self.sink.empty and tail and literal is None:
-            bare = PyException(
-                first_line=tail[0].no,
-                last_line=tail[-1].no,
-                raw="\n".join(t.text for t in tail),
-                rank=tail[-1].rank,
-                time=tail[-1].time,
-                exc_type="",
-                message="\n".join(t.text.strip() for t in tail),
-            )
-            self._reread_message(bare)  # a template wrapped over its lines is read whole
-            self.sink.emit(bare)
+        if self.sink.empty and literal is None:
+            self._bare_message(lines)
         if self.frames:  # ... and such a traceback still locates user code
             last = lines[-1] if lines else Line(0, "")
             exc_type, message = literal or ("", "")
@@ -184,6 +173,23 @@ class TracebackReader(Reader):
                     has_header=self.header,
                 )
             )
+
+    def _bare_message(self, lines: Sequence[Line]) -> None:
+        """The last lines as an error's message, when nothing in the region was recognised (`_fallback_tail`)."""
+        tail = [t for t in _fallback_tail(lines) if not _EXCEPT_CLAUSE.match(t.text.strip())]
+        if not tail:
+            return
+        bare = PyException(
+            first_line=tail[0].no,
+            last_line=tail[-1].no,
+            raw="\n".join(t.text for t in tail),
+            rank=tail[-1].rank,
+            time=tail[-1].time,
+            exc_type="",
+            message="\n".join(t.text.strip() for t in tail),
+        )
+        self._reread_message(bare)  # a template wrapped over its lines is read whole
+        self.sink.emit(bare)
 
     @classmethod
     def link(cls, records: list[Record]) -> None:
