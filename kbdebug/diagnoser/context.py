@@ -99,6 +99,7 @@ def context_facts(inc: Incident, origin: str | None = None, device_side: bool = 
     facts.update(dtype_roles({**inc.facts, **facts}))
     facts.update(source_tensor(inc.facts))
     facts.update(_plain(inc.facts))
+    facts.update(index_select_call(str(inc.facts.get("user_code") or "")))
     settings = call_settings(str(inc.facts.get("user_code") or ""))
     if settings:
         facts["call_settings"] = settings
@@ -140,6 +141,41 @@ def call_settings(code: str) -> dict[str, Any]:
             if isinstance(value, (int, float, bool)):
                 out.setdefault(node.arg, value)
     return out
+
+
+def index_select_call(code: str) -> dict[str, Any]:
+    """`feats.index_select(0, keep)` or `torch.index_select(feats, 0, keep)` on the failing line: the tensor it selects
+    from (`select_source`, a dotted name), the literal dim (`select_dim`) and the index's name (`select_index`), so a
+    guide writes the bound check with the user's own names; {} for any other form."""
+    tree = _parsed(code)
+    if tree is None:
+        return {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "index_select"):
+            continue
+        base, args = node.func.value, list(node.args)
+        if isinstance(base, ast.Name) and base.id == "torch":  # the function form takes the tensor first
+            base, args = (args[0], args[1:]) if args else (base, [])
+        if not args or not _dotted(base):
+            return {}
+        try:
+            dim = ast.literal_eval(args[0])
+        except ValueError:
+            return {}
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            return {}
+        out: dict[str, Any] = {"select_source": ast.unparse(base), "select_dim": dim}
+        if len(args) > 1 and isinstance(args[1], ast.Name):
+            out["select_index"] = args[1].id
+        return out
+    return {}
+
+
+def _dotted(node: ast.expr) -> bool:
+    """A name or an attribute of one (`feats`, `self.memory.keys`)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def tensor_roles(tensors: dict[str, Any]) -> dict[str, Any]:
