@@ -4,6 +4,9 @@ The floor (benchmarks/_floor.py) is the smallest program of the same kind: a typ
 arguments that uses lark, pydantic and jinja2 once each. Targets (issue #36): explain <= 1.1x with a warm
 cache in text and json, <= 1.3x with `KBDEBUG_NO_CACHE=1`, never importing torch; the first
 `diagnose(exc)` in a process that already imported torch <= 1.15x the floor's work done in-process.
+The in-process figures also show the floor with the collector paused, as `diagnose(exc)` pauses it while it
+builds (kbdebug._gc): in a process that imported torch, a collection during those imports scans torch's objects
+too, and that row says how much of the ratio the pause is.
 Runs are interleaved so that a noisy machine slows every command alike. `--against DIR` times another
 kbdebug checkout's commands (e.g. the main branch's) in the same runs, for a before-and-after in one table.
 """
@@ -34,7 +37,10 @@ try:
 except Exception as exc:
     err = exc
 t0, c0 = time.perf_counter(), time.process_time()
-if which == "floor":
+if which.startswith("floor"):
+    if which == "floor, collections paused":
+        import gc
+        gc.disable()
     import _floor
     _floor.work({log!r}, "json")
 else:
@@ -121,11 +127,13 @@ def main() -> int:
             print("torch is not installed: the diagnose(exc) figures are skipped")
             return 0
         floor_in: list[tuple[float, float]] = []
+        floor_paused: list[tuple[float, float]] = []
         first: dict[str, list[tuple[float, float]]] = {label: [] for label in checkouts}
         for _, e in checkouts.values():
             inner("kbdebug", e)  # warm the cache, as for `explain`
         for _ in range(args.runs):
             floor_in.append(inner("floor", env))
+            floor_paused.append(inner("floor, collections paused", env))
             for label, (_, e) in checkouts.items():
                 first[label].append(inner("kbdebug", e))
         width = max(45, *(len(f"{label}first diagnose(exc) (after import torch)") for label in checkouts))
@@ -133,9 +141,12 @@ def main() -> int:
             print(f"== in process, {title}")
             f_med, f_min = statistics.median(t[k] for t in floor_in), min(t[k] for t in floor_in)
             report("in-process floor (after import torch)", f_med, f_min, f_med, f_min, "baseline", width)
+            p_med, p_min = statistics.median(t[k] for t in floor_paused), min(t[k] for t in floor_paused)
+            report("in-process floor, collections paused", p_med, p_min, f_med, f_min, "reference", width)
             for label, t in first.items():
                 med, low = statistics.median(x[k] for x in t), min(x[k] for x in t)
                 report(f"{label}first diagnose(exc) (after import torch)", med, low, f_med, f_min, "target <= 1.15x", width)
+                report(f"{label}  the same, to the paused floor", med, low, p_med, p_min, "reference", width)
     return 0
 
 

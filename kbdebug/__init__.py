@@ -35,7 +35,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'kbdebug' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(module), name)
+    from kbdebug._gc import paused
+
+    with paused():  # the first use imports the pipeline: long-lived objects only (see kbdebug._gc)
+        return getattr(importlib.import_module(module), name)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kbdebug import diagnosis as core
+from kbdebug._gc import paused
 from kbdebug.core.facts import Facts
 from kbdebug.core.frames import user_frame
 from kbdebug.diagnoser import pipeline
@@ -62,7 +63,8 @@ def diagnose(exc: BaseException, *, log: str | os.PathLike[str] | None = None, k
     would hide the user's. What kbdebug itself failed on is then the fact `kbdebug_failure` of an `other`.
     """
     try:
-        return _diagnose(exc, log, kb_dirs)
+        with paused():  # the first call loads the knowledge base and a parser: long-lived objects (kbdebug._gc)
+            return _diagnose(exc, log, kb_dirs)
     except Exception as failure:
         return _plain_diagnosis(exc, failure, kb_dirs)
 
