@@ -246,3 +246,21 @@ def test_parse_on_a_clean_log_reads_nothing(tmp_path: Path) -> None:
     clean.write_text("Epoch 1/10\nstep 100 loss 0.52\nerror rate: 0.05\nNo errors found\nException handling enabled\n")
     proc = run_cli("parse", str(clean))
     assert proc.returncode == 1 and proc.stdout == b""
+
+
+def test_a_template_that_parses_but_does_not_compile_as_guides_compile_it_is_a_problem(tmp_path: Path) -> None:
+    """jinja2 quotes a fragment's name (its text) into an `if` without `else`: with a double quote in the text,
+    the generated code is no Python, and the guide would show its own source."""
+    path = rule_file(
+        tmp_path, "quoted_if", 'id = "quoted_if"\ntitle = "an inline if"', what='Run `{{ \\"sudo \\" if error_message }}ls` first.'
+    )
+    problems = lint_directory(tmp_path)
+    assert len(problems) == 1 and problems[0].startswith(f"{path}: guide.what: template does not compile to Python (line ")
+    assert problems[0].endswith("; write each `if` with its `else`")
+    rule_file(
+        tmp_path,
+        "quoted_if",
+        'id = "quoted_if"\ntitle = "an inline if"',
+        what='Run `{{ \\"sudo \\" if error_message else \\"\\" }}ls` first.',
+    )
+    assert lint_directory(tmp_path) == []

@@ -130,3 +130,14 @@ def test_a_bare_exception_line_is_read_as_an_exception() -> None:
     )
     inc = diagnose_text(log).incidents[0]
     assert (inc.rule, inc.facts["error_type"]) == ("nan_inf_detected", "Exception")
+
+
+def test_torch_save_into_a_missing_folder_is_file_not_found_with_a_makedirs_fix(tmp_path: Path) -> None:
+    ckpt_dir = tmp_path / "runs" / "exp7"
+    inc = root(lambda: torch.save({"w": torch.zeros(1)}, str(ckpt_dir / "epoch1.pt")))
+    assert inc.rule == "file_not_found" and inc.facts["path"] == str(ckpt_dir)
+    assert inc.title == "the folder a checkpoint is saved into does not exist"
+    assert f'os.makedirs("{ckpt_dir}", exist_ok=True)' in guide(inc)
+    # a file missing for reading keeps the reading advice
+    missing = root(lambda: torch.load(str(ckpt_dir / "epoch1.pt")))
+    assert missing.rule == "file_not_found" and "makedirs" not in guide(missing)

@@ -70,6 +70,25 @@ def undefined_variables(data: dict[str, Any], all_rules: list[Rule]) -> list[tup
     return problems
 
 
+def generated_code_errors(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, problem) for each template that jinja2 parses but whose generated Python does not compile as the
+    guides compile it (kbdebug.diagnoser.guides: a fragment's text is its template name). jinja2 quotes the name
+    into the code of an inline `if` with no `else` (`{{ "r" if x }}`), which breaks when the text holds a double
+    quote: the loader's parse check passes it, and the guide would render as its own source with an error."""
+    from kbdebug.diagnoser.guides import guide_environment
+
+    env = guide_environment()
+    problems = []
+    for where, text in rule_templates(data):
+        try:
+            env.compile(text, text)
+        except jinja2.TemplateSyntaxError:
+            continue  # reported by the loader
+        except SyntaxError as exc:
+            problems.append((where, f"template does not compile to Python (line {exc.lineno}): {exc.msg}; write each `if` with its `else`"))
+    return problems
+
+
 def known_checks() -> frozenset[str] | None:
     """The verifier's check names: the keys of its `RUNNERS` table, read from the source rather than imported.
     Importing the verifier imports torch (1-3 s, and a NumPy warning where numpy is missing) only to list
@@ -157,7 +176,8 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
     checks = known_checks()
     kb_dirs = None if own else [directory]  # a user rule's examples run in the knowledge base it joins
     for path, rule, data in loaded:
-        for where, problem in undefined_variables(data, everything) + reference_problems(data, everything, checks):
+        said = undefined_variables(data, everything) + generated_code_errors(data) + reference_problems(data, everything, checks)
+        for where, problem in said:
             problems.append(f"{path}: {where}: {problem}")
         if rule is not None:
             with contextlib.redirect_stderr(io.StringIO()):  # the loader's "rule skipped" lines: this list has them already
