@@ -188,7 +188,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
         TB.replace("loss = criterion(pred, mask)", "for images, labels in loader:")
         + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and "
         "[3, 200, 300] at entry 1\n",
-        ["entry 0 is [3, 224, 224] and entry 1 is [3, 200, 300]", "dim 1 2 differ", "transforms.Resize"],
+        ["entry 0 is [3, 224, 224] and entry 1 is [3, 200, 300]", "(they differ in dims 1 and 2)", "transforms.Resize"],
     ),
     # the job, not the kernel
     "host_oom": (

@@ -195,7 +195,7 @@ def test_dataloader_of_varying_sizes_is_collate_not_a_channel_mismatch() -> None
     assert inc.rule == "collate_size_mismatch"
     assert inc.facts["shapes"] == [[3, 32, 32], [3, 33, 32]]
     assert (inc.facts["entry_a"], inc.facts["entry_b"]) == (0, 1)
-    assert "entry 0 is [3, 32, 32] and entry 1 is [3, 33, 32] (dim 1 differ)" in inc.guide["what"]
+    assert "entry 0 is [3, 32, 32] and entry 1 is [3, 33, 32] (they differ in dim 1)" in inc.guide["what"]
     assert "transforms.Resize" in inc.guide["fix"] and "one-hot" not in guide(inc)
 
 

@@ -141,3 +141,35 @@ def test_torch_save_into_a_missing_folder_is_file_not_found_with_a_makedirs_fix(
     # a file missing for reading keeps the reading advice
     missing = root(lambda: torch.load(str(ckpt_dir / "epoch1.pt")))
     assert missing.rule == "file_not_found" and "makedirs" not in guide(missing)
+
+
+def test_the_users_own_stack_of_clips_gets_stack_advice_not_the_dataloaders() -> None:
+    def load_clip(frames: list) -> object:
+        return torch.stack(frames, dim=0)
+
+    inc = root(lambda: load_clip([torch.zeros(3, 36, 64)] * 2 + [torch.zeros(3, 36, 48)]))
+    assert inc.rule == "collate_size_mismatch" and inc.title == "tensors given to torch.stack differ in shape"
+    text = " ".join(guide(inc).split())
+    assert "entry 0 is [3, 36, 64] and entry 2 is [3, 36, 48] (they differ in dim 2)" in text
+    assert "Bring them to one shape before the stack" in text
+    assert "collate_fn" not in text and "batch_size=1" not in text and "dataset[" not in text
+    # the same message from default_collate keeps the DataLoader's title and advice
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader([torch.zeros(3, 8), torch.zeros(3, 9)], batch_size=2)
+    batch = root(lambda: next(iter(loader)))
+    assert batch.rule == "collate_size_mismatch" and batch.title == "samples of one batch have different sizes (DataLoader collate)"
+    assert "batch_size=1" in guide(batch)
+
+
+def test_a_conv_input_of_the_wrong_rank_says_which_dims_the_conv_takes_and_what_is_missing() -> None:
+    conv = nn.Conv2d(3, 8, 3)
+    image = torch.randn(3, 32)
+    inc = root(lambda: conv(image))
+    assert inc.rule == "conv_channel_mismatch" and inc.title == "a convolution's input has the wrong number of dims"
+    text = " ".join(guide(inc).split())
+    assert "`conv2d` takes `[B, C, H, W]` (4 dims), or `[C, H, W]` without the batch (3): this input has 2 dims" in text
+    assert "It has fewer dims than the conv takes" in text and "`x.unsqueeze(1)`" in text
+    clip = torch.randn(2, 4, 3, 16, 16)  # frames on a dim of their own
+    more = " ".join(guide(root(lambda: conv(clip))).split())
+    assert "It has more dims than the conv takes" in more and "`x.flatten(0, 1)`" in more and "`nn.Conv3d`" in more
