@@ -303,6 +303,12 @@ class Facts(TypedDict, total=False):
         list[int], _f("the hidden state an RNN expects for its input: (layers * directions, batch, hidden size)", "message")
     ]
     hidden_given: Annotated[list[int], _f("the hidden state it was given", "message")]
+    norm_input_channels: Annotated[int, _f("the channels (dim 1) of the input a batch norm was given", "message")]
+    norm_features: Annotated[int, _f("the num_features a batch norm was built for (its running stats' size)", "message")]
+    normalized_shape: Annotated[list[int], _f("a LayerNorm's normalized_shape: the input's last dims it expects", "message")]
+    rnn_input_expected: Annotated[int, _f("an RNN's input_size: the feature count its input's last dim must have", "message")]
+    rnn_input_given: Annotated[int, _f("the feature count of the input it was given", "message")]
+    tensor_elements: Annotated[int, _f("the elements of a tensor turned into a Python number (`.item()`)", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]

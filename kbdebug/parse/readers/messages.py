@@ -58,6 +58,9 @@ class MessageTree(FieldTransformer):
     def hidden_given(self, children: list[Token]) -> Fields:
         return {"hidden_given": [int(c) for c in children]}
 
+    def normalized_shape(self, children: list[Token]) -> Fields:  # a LayerNorm's `normalized_shape`
+        return {"normalized_shape": [int(c) for c in children]}
+
     def tensor_shape(self, children: list[Shape]) -> Fields:
         return {"tensor_shape": list(children[0])}
 

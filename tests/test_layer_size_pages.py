@@ -1,0 +1,97 @@
+"""A layer built for another feature count than its input has, and a tensor of many elements used as one number or
+one truth value: no rule of their own (each is one tensor against what the op needs, no prediction/label pair),
+so the catch-all's page says what happened, with the sizes the message names, and what to change. Read live and
+from the printed traceback of the same error, which must agree."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+from live_errors import guide, root  # noqa: E402
+
+from kbdebug import diagnose_text  # noqa: E402
+
+
+def _norm_of_another_width() -> object:
+    norm = nn.BatchNorm2d(16)
+    feats = torch.randn(2, 8, 4, 4)
+    return norm(feats)
+
+
+def _layer_norm_of_two_dims() -> object:
+    norm = nn.LayerNorm([4, 16])
+    tokens = torch.randn(2, 3, 8)
+    return norm(tokens)
+
+
+def _lstm_of_more_features() -> object:
+    rnn = nn.LSTM(10, 20, batch_first=True)
+    seq = torch.randn(2, 5, 12)
+    return rnn(seq)
+
+
+def _item_of_a_batch_of_losses() -> object:
+    losses = nn.functional.cross_entropy(torch.randn(3, 4), torch.tensor([0, 1, 2]), reduction="none")
+    return losses.item()
+
+
+def _float_of_a_matrix() -> object:
+    return float(torch.zeros(2, 2))
+
+
+def _tensor_of_a_list_of_tensors() -> object:
+    feats = [torch.zeros(2), torch.zeros(2)]
+    return torch.tensor(feats)
+
+
+def _if_on_a_comparison() -> object:
+    pred = torch.tensor([1.0, 2.0])
+    return 1 if pred > 1 else 0
+
+
+CASES: dict[str, tuple[Callable[[], object], list[str]]] = {
+    "batch norm": (
+        _norm_of_another_width,
+        ["A batch norm built for 16 features was given an input with 8 channels (its dim 1)", "`nn.BatchNorm2d(8)`", "`[B, 16, ...]`"],
+    ),
+    "layer norm": (
+        _layer_norm_of_two_dims,
+        [
+            "A LayerNorm over the last dims `[4, 16]` was given an input of size `[2, 3, 8]`, whose last dims are `[3, 8]`",
+            "`nn.LayerNorm([3, 8])`",
+        ],
+    ),
+    "rnn input size": (
+        _lstm_of_more_features,
+        [
+            "built with `input_size=10`, and its input's last dim (the features of each step) is 12",
+            "`input_size=12`",
+            "`nn.Linear(12, 10)`",
+        ],
+    ),
+    "item": (_item_of_a_batch_of_losses, ["A tensor of 3 elements was turned into one Python number", "`loss.mean().item()`"]),
+    "float": (_float_of_a_matrix, ["A tensor of more than one element was turned into one Python number"]),
+    "tensor of tensors": (_tensor_of_a_list_of_tensors, ["was given tensors where it takes numbers", "`torch.stack(items)`"]),
+    "bool": (_if_on_a_comparison, ["used as one truth value", "`(x > 0).any()` or `.all()`", "`torch.equal(a, b)`"]),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_page_names_the_sizes_and_the_change(name: str) -> None:
+    fn, says = CASES[name]
+    inc = root(fn)
+    text = " ".join(guide(inc).split())
+    assert inc.rule == "other", text
+    assert [s for s in says if s not in text] == [], text
+    try:
+        fn()
+    except Exception as exc:
+        printed = diagnose_text("".join(traceback.format_exception(exc))).root
+    assert printed is not None and printed.rule == "other" and printed.facts["message_template"] == inc.facts["message_template"]
+    assert [s for s in says if s not in " ".join(guide(printed).split())] == []
