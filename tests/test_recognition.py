@@ -193,6 +193,18 @@ SHAPES = {
         "scatter_gather_index_oob",
         {},
     ),
+    "torch 1.x: float ids into an embedding want Long, and are no label": (
+        TB.format(code="emb = self.embedding(tokens)")
+        + "RuntimeError: Expected object of scalar type Long but got scalar type Float for argument #2 'indices' in call to _th_index_select\n",
+        "dtype_mismatch",
+        {"dtype_found": "float32", "dtype_wanted": "int64", "cast_call": ".long()"},
+    ),
+    "torch 1.x: a float label of NLL wants Long": (
+        TB.format(code="loss = F.nll_loss(out, labels)")
+        + "RuntimeError: Expected object of scalar type Long but got scalar type Float for argument #2 'target' in call to _thnn_nll_loss_forward\n",
+        "target_shape_mismatch",
+        {"dtype_found": "float32", "dtype_wanted": "int64"},
+    ),
     "two images of a batch, not a prediction/label pair": (
         TB.format(code="return torch.stack(imgs)")
         + "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and [1, 224, 224] at entry 5\n",

@@ -232,8 +232,9 @@ def torch_dtype(name: object) -> str | None:
 def dtype_roles(facts: dict[str, Any]) -> dict[str, Any]:
     """For a dtype clash: the dtype the op wanted and the one it found (torch's names), which operand of the
     message holds the odd one, and the tensor on the failing line that does (`cast_tensor`) with the call that
-    converts it (`cast_call`). The wanted dtype is torch's default float when it is one of the two: parameters
-    are made in it, so the other side (a numpy float64 batch, a half input on the CPU) is what to convert."""
+    converts it (`cast_call`). Between two floating dtypes the wanted one is torch's default float when it is one of
+    the two: parameters are made in it, so the other side (a numpy float64 batch, a half input on the CPU) is what
+    to convert."""
     template = str(facts.get("message_template") or "")
     a = torch_dtype(facts.get("dtype_a") or facts.get("found"))
     b = torch_dtype(facts.get("dtype_b") or facts.get("expected"))
@@ -243,7 +244,12 @@ def dtype_roles(facts: dict[str, Any]) -> dict[str, Any]:
         a, b = torch_dtype(facts.get("found")), DEFAULT_FLOAT
     if a is None or b is None or a == b:
         return {}
-    found, wanted = (b, a) if a == DEFAULT_FLOAT and template != "index_dtype" else (a, b)
+    # never swapped onto an index type: a message that wants Long (an embedding's indices, a loss's labels) and found
+    # float32 means those values must become integers, whatever the parameters are made in. An in-place result cast
+    # (`result type Float can't be cast to the desired output type Long`) names the tensor written into as expected:
+    # that tensor is the odd one (knowledge/dtype_mismatch: compute out of place)
+    float_pair = a == DEFAULT_FLOAT and template != "index_dtype" and b.startswith(("float", "bfloat"))
+    found, wanted = (b, a) if float_pair or template == "result_cast" else (a, b)
     out: dict[str, Any] = {"dtype_found": found, "dtype_wanted": wanted, "cast_call": CAST_METHODS.get(wanted, f".to(torch.{wanted})")}
     names = _SIDES.get(template) or (facts.get("operand_a"), facts.get("operand_b"))
     if names[0] and names[1]:
