@@ -251,3 +251,25 @@ def test_batch_norm_over_a_batch_of_one_and_cuda_in_a_forked_worker_get_pages_th
     assert printed is not None and printed.rule == "other"
     text = guide(printed)
     assert "CUDA cannot be initialised again in a forked child" in text and 'multiprocessing_context="spawn"' in text
+
+
+@pytest.mark.filterwarnings("ignore:Using a target size")
+def test_class_indices_into_mse_are_told_to_use_cross_entropy_or_one_hot_and_the_fixes_run() -> None:
+    """`F.mse_loss(pred, labels)` with `[B, C]` scores and `[B]` integer labels: the target's B values broadcast
+    against the C columns. The mistake is the label's form, not a head of the wrong width (the 4 is the batch)."""
+    pred = torch.randn(4, 10)
+    labels = torch.tensor([0, 3, 9, 1])
+
+    def step() -> object:
+        return F.mse_loss(pred, labels)
+
+    inc = root(step)
+    text = " ".join(guide(inc).split())
+    assert inc.rule == "broadcast_shape_mismatch"
+    assert "a prediction of `[4, 10]` and a target of `[4]`" in text and "nn.Linear(..., 4)" not in text
+    for expr in ("F.cross_entropy(pred, labels)", "F.mse_loss(pred, F.one_hot(labels, 10).float())"):
+        assert f"`{expr}`" in text
+        eval(expr, {"F": F, "pred": pred, "labels": labels})  # the guide's own text runs
+    target = torch.rand(4)  # a float value per sample: the head is the wider side
+    wide = " ".join(guide(root(lambda: F.mse_loss(pred, target))).split())
+    assert "Give the head one output (`nn.Linear(..., 1)`) and compare `pred.squeeze(1)` with the target" in wide
