@@ -1,5 +1,5 @@
-"""A layer built for another feature count than its input has, and a tensor of many elements used as one number or
-one truth value: no rule of their own (each is one tensor against what the op needs, no prediction/label pair),
+"""A layer built for another feature count than its input has, a loss's class weights for another class count, and
+a tensor of many elements used as one number or one truth value: no rule of their own (each is one tensor against what the op needs, no prediction/label pair),
 so the catch-all's page says what happened, with the sizes the message names, and what to change. Read live and
 from the printed traceback of the same error, which must agree."""
 
@@ -50,6 +50,11 @@ def _tensor_of_a_list_of_tensors() -> object:
     return torch.tensor(feats)
 
 
+def _class_weights_for_three_of_five_classes() -> object:
+    crit = nn.CrossEntropyLoss(weight=torch.ones(3))
+    return crit(torch.randn(4, 5), torch.tensor([0, 1, 3, 2]))
+
+
 def _if_on_a_comparison() -> object:
     pred = torch.tensor([1.0, 2.0])
     return 1 if pred > 1 else 0
@@ -78,6 +83,10 @@ CASES: dict[str, tuple[Callable[[], object], list[str]]] = {
     "item": (_item_of_a_batch_of_losses, ["A tensor of 3 elements was turned into one Python number", "`loss.mean().item()`"]),
     "float": (_float_of_a_matrix, ["A tensor of more than one element was turned into one Python number"]),
     "tensor of tensors": (_tensor_of_a_list_of_tensors, ["was given tensors where it takes numbers", "`torch.stack(items)`"]),
+    "class weights": (
+        _class_weights_for_three_of_five_classes,
+        ["class weights hold 3 values, and its scores have 5 classes", "`torch.bincount(labels, minlength=5)`", "give the head 3 outputs"],
+    ),
     "bool": (_if_on_a_comparison, ["used as one truth value", "`(x > 0).any()` or `.all()`", "`torch.equal(a, b)`"]),
 }
 

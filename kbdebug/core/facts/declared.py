@@ -309,6 +309,7 @@ class Facts(TypedDict, total=False):
     rnn_input_expected: Annotated[int, _f("an RNN's input_size: the feature count its input's last dim must have", "message")]
     rnn_input_given: Annotated[int, _f("the feature count of the input it was given", "message")]
     tensor_elements: Annotated[int, _f("the elements of a tensor turned into a Python number (`.item()`)", "message")]
+    loss_classes: Annotated[int, _f("the classes a loss's scores have, which its class weights must match", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]
