@@ -1,7 +1,7 @@
 """A layer built for another feature count than its input has, a loss's class weights for another class count, and
-a tensor of many elements used as one number or one truth value: no rule of their own (each is one tensor against what the op needs, no prediction/label pair),
-so the catch-all's page says what happened, with the sizes the message names, and what to change. Read live and
-from the printed traceback of the same error, which must agree."""
+a tensor of many elements used as one number or one truth value: no rule of their own (each is one tensor against
+what the op needs, no prediction/label pair), so the catch-all's page says what happened, with the sizes the message
+names, and what to change. Read live and from the printed traceback of the same error, which must agree."""
 
 from __future__ import annotations
 
