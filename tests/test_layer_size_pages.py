@@ -55,6 +55,35 @@ def _class_weights_for_three_of_five_classes() -> object:
     return crit(torch.randn(4, 5), torch.tensor([0, 1, 3, 2]))
 
 
+def _shuffled_empty_dataset() -> object:
+    dataset: list = []
+    return torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True)
+
+
+def _numpy_of_an_output() -> object:
+    out = nn.Linear(3, 2)(torch.randn(4, 3))
+    return out.numpy()
+
+
+def _pool_over_a_small_map() -> object:
+    pool = nn.MaxPool2d(4)
+    return pool(torch.randn(1, 3, 2, 2))
+
+
+def _sum_over_a_dim_past_the_rank() -> object:
+    x = torch.randn(2, 3)
+    return x.sum(dim=2)
+
+
+def _optimizer_of_layers_in_a_list() -> object:
+    class Net(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = [nn.Linear(3, 3)]  # a plain list: not registered
+
+    return torch.optim.Adam(Net().parameters())
+
+
 def _if_on_a_comparison() -> object:
     pred = torch.tensor([1.0, 2.0])
     return 1 if pred > 1 else 0
@@ -87,6 +116,11 @@ CASES: dict[str, tuple[Callable[[], object], list[str]]] = {
         _class_weights_for_three_of_five_classes,
         ["class weights hold 3 values, and its scores have 5 classes", "`torch.bincount(labels, minlength=5)`", "give the head 3 outputs"],
     ),
+    "empty dataset": (_shuffled_empty_dataset, ["a dataset of 0 samples", "`if len(dataset) == 0: raise FileNotFoundError("]),
+    "numpy of a graph tensor": (_numpy_of_an_output, ["part of the autograd graph", "`x.detach().cpu().numpy()`"]),
+    "pool window": (_pool_over_a_small_map, ["the input is 2 x 2 per channel, so the output would be 0 x 0", "`nn.AdaptiveAvgPool2d`"]),
+    "dim out of range": (_sum_over_a_dim_past_the_rank, ["asked for dim 2 of a tensor of 2 dims (dims -2 to 1 exist)", "`dim=-1`"]),
+    "optimizer of nothing": (_optimizer_of_layers_in_a_list, ["no parameters to optimize", "`nn.ModuleList([...])`"]),
     "bool": (_if_on_a_comparison, ["used as one truth value", "`(x > 0).any()` or `.all()`", "`torch.equal(a, b)`"]),
 }
 
@@ -104,3 +138,8 @@ def test_the_page_names_the_sizes_and_the_change(name: str) -> None:
         printed = diagnose_text("".join(traceback.format_exception(exc))).root
     assert printed is not None and printed.rule == "other" and printed.facts["message_template"] == inc.facts["message_template"]
     assert [s for s in says if s not in " ".join(guide(printed).split())] == []
+
+
+def test_a_dim_out_of_range_is_not_explained_as_a_sequence_index() -> None:
+    text = " ".join(guide(root(_sum_over_a_dim_past_the_rank)).split())
+    assert "list, tuple or string" not in text

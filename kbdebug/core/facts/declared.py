@@ -310,6 +310,11 @@ class Facts(TypedDict, total=False):
     rnn_input_given: Annotated[int, _f("the feature count of the input it was given", "message")]
     tensor_elements: Annotated[int, _f("the elements of a tensor turned into a Python number (`.item()`)", "message")]
     loss_classes: Annotated[int, _f("the classes a loss's scores have, which its class weights must match", "message")]
+    pool_input: Annotated[list[int], _f("a pooling's input per sample as it names it: channels, then spatial sizes", "message")]
+    pool_output: Annotated[list[int], _f("the output it computed for that input (a size of 0: the window is larger)", "message")]
+    dim_low: Annotated[int, _f("the lowest dim a tensor has (-rank)", "message")]
+    dim_high: Annotated[int, _f("the highest dim it has (rank - 1)", "message")]
+    dim_asked: Annotated[int, _f("the dim the code asked of it", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]

@@ -61,6 +61,12 @@ class MessageTree(FieldTransformer):
     def normalized_shape(self, children: list[Token]) -> Fields:  # a LayerNorm's `normalized_shape`
         return {"normalized_shape": [int(c) for c in children]}
 
+    def pool_input(self, children: list[Token]) -> Fields:  # `3x2x2`: channels, then the window's dims
+        return {"pool_input": [int(d) for d in str(children[0]).split("x")]}
+
+    def pool_output(self, children: list[Token]) -> Fields:
+        return {"pool_output": [int(d) for d in str(children[0]).split("x")]}
+
     def tensor_shape(self, children: list[Shape]) -> Fields:
         return {"tensor_shape": list(children[0])}
 
