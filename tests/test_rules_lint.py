@@ -264,3 +264,20 @@ def test_a_template_that_parses_but_does_not_compile_as_guides_compile_it_is_a_p
         what='Run `{{ \\"sudo \\" if error_message else \\"\\" }}ls` first.',
     )
     assert lint_directory(tmp_path) == []
+
+
+def test_lint_of_a_folder_whose_knowledge_base_does_not_load_says_so_on_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken bundled rule stops every knowledge base from loading: its examples, and every other rule's, cannot
+    run. lint lists the file's problem and says once that no example ran, rather than ending in a traceback."""
+    from kbdebug.authoring import lint
+    from kbdebug.kb import RuleFileError
+
+    def no_knowledge_base(*_: object) -> list[str]:
+        raise RuleFileError("knowledge/x/rule.toml: not valid TOML: Unclosed inline table (at line 3, column 9)")
+
+    monkeypatch.setattr(lint, "check_examples", no_knowledge_base)
+    rule_file(tmp_path, "first", 'id = "first"\ntitle = "a first rule"')
+    rule_file(tmp_path, "second", 'id = "second"\ntitle = "a second rule"')
+    assert lint_directory(tmp_path) == [
+        f"{tmp_path}: examples: not run: no knowledge base loads while a rule file is broken (see its lines)"
+    ]

@@ -21,7 +21,7 @@ from kbdebug._resources import data_dir
 from kbdebug.authoring.examples import check_examples
 from kbdebug.authoring.facts import rule_vocabulary
 from kbdebug.kb.layout import rule_paths
-from kbdebug.kb.loader import read_rule, read_rule_data, rule_templates
+from kbdebug.kb.loader import RuleFileError, read_rule, read_rule_data, rule_templates
 from kbdebug.kb.model import Rule
 
 
@@ -175,13 +175,18 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
     everything = [r for r in bundled if r.id not in seen] + [rule for _, rule, _ in loaded if rule is not None]
     checks = known_checks()
     kb_dirs = None if own else [directory]  # a user rule's examples run in the knowledge base it joins
+    examples_run = True
     for path, rule, data in loaded:
         said = undefined_variables(data, everything) + generated_code_errors(data) + reference_problems(data, everything, checks)
         for where, problem in said:
             problems.append(f"{path}: {where}: {problem}")
-        if rule is not None:
-            with contextlib.redirect_stderr(io.StringIO()):  # the loader's "rule skipped" lines: this list has them already
-                problems += [f"{path}: examples: {problem}" for problem in check_examples(rule, kb_dirs)]
+        if rule is not None and examples_run:
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):  # the loader's "rule skipped" lines: this list has them already
+                    problems += [f"{path}: examples: {problem}" for problem in check_examples(rule, kb_dirs)]
+            except RuleFileError:  # a broken bundled rule: no knowledge base loads to run any example in (it is listed above)
+                examples_run = False
+                problems.append(f"{directory}: examples: not run: no knowledge base loads while a rule file is broken (see its lines)")
     problems.sort(key=lambda line: line.split(": ", 1)[0])  # grouped by file, each file's in the order found
     return problems
 

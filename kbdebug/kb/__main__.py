@@ -9,7 +9,12 @@ from kbdebug.kb.shipped import FILE, snapshot
 
 def main() -> int:
     path = data_dir("knowledge") / FILE
-    path.write_text(json.dumps(snapshot(), indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    try:
+        current = snapshot()
+    except (OSError, ValueError) as exc:  # a rule file that is not valid TOML or UTF-8: said on one line, rules.json kept
+        print(f"kbdebug.kb: {exc}; knowledge/{FILE} not written (`kbdebug rules lint knowledge` lists every problem)", file=sys.stderr)
+        return 1
+    path.write_text(json.dumps(current, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path}")
     return 0
 

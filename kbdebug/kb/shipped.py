@@ -91,7 +91,11 @@ def snapshot() -> dict[str, Any]:
     patterns: set[str] = set()
     for path in rule_paths(data_dir("knowledge")):
         toml = path.read_bytes()
-        data = rule_data(path, tomllib.loads(toml.decode("utf-8")))
+        try:
+            parsed = tomllib.loads(toml.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+        data = rule_data(path, parsed)
         rules[path.parent.name] = {"hash": digest(toml, (path.parent / GUIDE_FILE).read_bytes()), "data": data}
         for m in data.get("match", []):
             patterns.update(m.get("fields", {}).values(), m.get("absent", {}).values())
