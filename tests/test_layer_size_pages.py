@@ -84,6 +84,17 @@ def _optimizer_of_layers_in_a_list() -> object:
     return torch.optim.Adam(Net().parameters())
 
 
+def _manual_update_outside_no_grad() -> object:
+    w = torch.zeros(3, requires_grad=True)
+    w -= 0.1 * torch.ones(3)
+    return w
+
+
+def _backward_of_per_sample_losses() -> object:
+    losses = nn.functional.mse_loss(torch.randn(4, 2, requires_grad=True), torch.zeros(4, 2), reduction="none")
+    return losses.backward()
+
+
 def _if_on_a_comparison() -> object:
     pred = torch.tensor([1.0, 2.0])
     return 1 if pred > 1 else 0
@@ -121,6 +132,11 @@ CASES: dict[str, tuple[Callable[[], object], list[str]]] = {
     "pool window": (_pool_over_a_small_map, ["the input is 2 x 2 per channel, so the output would be 0 x 0", "`nn.AdaptiveAvgPool2d`"]),
     "dim out of range": (_sum_over_a_dim_past_the_rank, ["asked for dim 2 of a tensor of 2 dims (dims -2 to 1 exist)", "`dim=-1`"]),
     "optimizer of nothing": (_optimizer_of_layers_in_a_list, ["no parameters to optimize", "`nn.ModuleList([...])`"]),
+    "leaf in place": (_manual_update_outside_no_grad, ["was changed in place", "`with torch.no_grad():`"]),
+    "backward of many": (
+        _backward_of_per_sample_losses,
+        ["of more than one element", "`loss.mean().backward()`", "`out.backward(torch.ones_like(out))`"],
+    ),
     "bool": (_if_on_a_comparison, ["used as one truth value", "`(x > 0).any()` or `.all()`", "`torch.equal(a, b)`"]),
 }
 
