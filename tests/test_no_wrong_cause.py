@@ -50,3 +50,13 @@ def test_an_exception_python_ignored_is_no_failure_and_never_hides_the_one_that_
         "AssertionError: can only test a child process", "RuntimeError: CUDA error: an illegal memory access was encountered"
     )
     assert [inc.rule for inc in diagnose_text(cuda).incidents] == ["illegal_memory_access"]
+
+
+def test_a_c10_warning_is_no_failure_but_a_cuda_error_it_reports_is_read() -> None:
+    """PyTorch's C++ warnings (`[W<time> file.cpp:N] Warning: ...`) say the program went on: a phrase in one
+    (`ProcessGroupNCCL`) names no cause. A CUDA error one reports during teardown is still that error."""
+    reminder = "[W1105 10:11:12.123456789 ProcessGroupNCCL.cpp:1168] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL.\n"
+    assert diagnose_text(reminder).incidents == []
+    teardown = "[W1105 10:11:12.123456789 CUDAGuardImpl.h:119] Warning: CUDA warning: an illegal memory access was encountered (function destroyEvent)\n"
+    root = diagnose_text(teardown).root
+    assert root is not None and root.rule == "illegal_memory_access"

@@ -316,7 +316,11 @@ def indicator_score(rule: Rule, text: str, heard: _Heard) -> tuple[float, list[s
 
 
 def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
-    """When no template fits, the rule whose indicator phrases the error's text holds most strongly."""
+    """When no template fits, the rule whose indicator phrases the error's text holds most strongly. Never from an
+    exception printed as no failure (`ignored`: Python's `Exception ignored in:`, a c10 warning): a phrase it holds
+    (`ProcessGroupNCCL` in the reminder to destroy a process group) names no cause; what a template reads in it does."""
+    if getattr(rec, "ignored", False):
+        return None
     text = evidence_text(rec)
     if text is None:
         return None

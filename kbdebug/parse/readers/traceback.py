@@ -49,8 +49,9 @@ def is_source_line(text: str) -> bool:
 # A Python `except` clause (`except FileNotFoundError:`, `except (KeyError, IndexError) as e:`): code, not an error
 _EXCEPT_CLAUSE = _regex_cache.compile(r"^except\b[^:]*:$")
 # A c10 warning as PyTorch's C++ side prints it (`[W reducer.cpp:1389] Warning: ...`, since 2.4 with its time:
-# `[W1105 10:11:12.123456789 ProcessGroupNCCL.cpp:1168] Warning: ...`): it says the program goes on, so it is never
-# read as a bare error message (the destroy_process_group reminder ends every successful DDP run)
+# `[W1105 10:11:12.123456789 ProcessGroupNCCL.cpp:1168] Warning: ...`): the program went on, so a bare message made
+# of such lines is marked ignored, no failure by itself (the destroy_process_group reminder ends every successful
+# DDP run), while a CUDA error it reports (`CUDA warning: an illegal memory access was encountered`) is still read
 _C10_WARNING = _regex_cache.compile(r"^\[W[^\]]*\.(?:cpp|cu|h|hpp):\d+\]\s*Warning:")
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
@@ -180,7 +181,7 @@ class TracebackReader(Reader):
 
     def _bare_message(self, lines: Sequence[Line]) -> None:
         """The last lines as an error's message, when nothing in the region was recognised (`_fallback_tail`)."""
-        tail = [t for t in _fallback_tail(lines) if not _EXCEPT_CLAUSE.match(t.text.strip()) and not _C10_WARNING.match(t.text.strip())]
+        tail = [t for t in _fallback_tail(lines) if not _EXCEPT_CLAUSE.match(t.text.strip())]
         if not tail:
             return
         bare = PyException(
@@ -191,6 +192,7 @@ class TracebackReader(Reader):
             time=tail[-1].time,
             exc_type="",
             message="\n".join(t.text.strip() for t in tail),
+            ignored=bool(_C10_WARNING.match(tail[0].text.strip())),  # a warning's message, and the log lines after it
         )
         self._reread_message(bare)  # a template wrapped over its lines is read whole
         self.sink.emit(bare)
