@@ -175,11 +175,12 @@ def test_an_edited_bundled_rule_is_read_from_its_files(tmp_path: Path, monkeypat
     from the files, a damaged entry costs the reading, and either way the rule is what its files say."""
     from kbdebug._resources import data_dir
     from kbdebug.kb import loader, shipped
+    from kbdebug.kb.layout import read_rule_files
 
     path = data_dir("knowledge") / "other" / "rule.toml"
     toml = path.read_bytes()
     shipped_data = shipped.read(path, toml)
-    assert shipped_data is not None and shipped_data == loader._read_files(path, toml)[0]
+    assert shipped_data is not None and shipped_data == read_rule_files(path, toml)[0]
     assert shipped.read(path, toml + b"\n# edited\n") is None
     folder = tmp_path / "other"
     shutil.copytree(path.parent, folder)

@@ -178,3 +178,23 @@ def rule_data(path: Path, parsed: dict[str, Any]) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise LayoutError(f"{folder}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return data
+
+
+def read_rule_files(path: Path, raw: bytes) -> tuple[dict[str, Any], str | None]:
+    """A rule's data read from its files (`rule_data`), and the problem found, if any, as the sentence a user reads:
+    the loader's and the shipped snapshot's one reading of a rule file."""
+    try:  # only when a rule file is read: a cached or shipped knowledge base never needs it
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
+        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+
+    try:
+        parsed = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return {}, f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+    except tomllib.TOMLDecodeError as exc:
+        return {}, f"{path}: not valid TOML: {exc}"
+    try:
+        return rule_data(path, parsed), None
+    except LayoutError as exc:
+        return parsed, str(exc)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 from kbdebug.kb import shipped
-from kbdebug.kb.layout import LayoutError, is_folder_rule, rule_data, rule_paths, rule_stamps
+from kbdebug.kb.layout import is_folder_rule, read_rule_files, rule_paths, rule_stamps
 from kbdebug.kb.model import BUNDLED, Rule
 
 
@@ -83,7 +83,7 @@ def read_rule_data(path: Path, data: bytes | None = None, bundled: bool = False)
     if shipped_data is not None:  # a bundled rule folder as its files were read before it was shipped
         parsed = shipped_data
     else:
-        parsed, problem = _read_files(path, raw)
+        parsed, problem = read_rule_files(path, raw)
         if problem is not None:
             return None, [problem], parsed
     rule = None
@@ -97,25 +97,6 @@ def read_rule_data(path: Path, data: bytes | None = None, bundled: bool = False)
     if not bundled:
         problems += [f"{path}: {where}: {problem}" for where, problem in template_syntax_errors(parsed)]
     return (rule if not problems else None), problems, parsed
-
-
-def _read_files(path: Path, raw: bytes) -> tuple[dict[str, Any], str | None]:
-    """A rule's data read from its files (kbdebug.kb.layout.rule_data), and the problem found, if any."""
-    try:  # only when a rule file is read: a cached or shipped knowledge base never needs it
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11)
-        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-
-    try:
-        parsed = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return {}, f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
-    except tomllib.TOMLDecodeError as exc:
-        return {}, f"{path}: not valid TOML: {exc}"
-    try:
-        return rule_data(path, parsed), None
-    except LayoutError as exc:
-        return parsed, str(exc)
 
 
 def validation_lines(exc: ValidationError) -> list[str]:

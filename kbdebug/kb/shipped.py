@@ -20,7 +20,7 @@ from typing import Any
 
 from kbdebug._resources import data_dir
 from kbdebug.core import phrases
-from kbdebug.kb.layout import GUIDE_FILE, rule_data, rule_paths
+from kbdebug.kb.layout import GUIDE_FILE, read_rule_files, rule_paths
 
 FILE = "rules.json"
 # What the file's data is: raise it when kbdebug.kb.layout reads a rule folder into other data, or
@@ -82,20 +82,13 @@ def read(path: Path, toml: bytes) -> dict[str, Any] | None:
 
 def snapshot() -> dict[str, Any]:
     """What the file holds when it is current: every bundled rule folder read from its files now."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
-
     rules: dict[str, Any] = {}
     patterns: set[str] = set()
     for path in rule_paths(data_dir("knowledge")):
         toml = path.read_bytes()
-        try:
-            parsed = tomllib.loads(toml.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"{path}: not valid TOML: {exc}") from None
-        data = rule_data(path, parsed)
+        data, problem = read_rule_files(path, toml)
+        if problem is not None:
+            raise ValueError(problem)
         rules[path.parent.name] = {"hash": digest(toml, (path.parent / GUIDE_FILE).read_bytes()), "data": data}
         for m in data.get("match", []):
             patterns.update(m.get("fields", {}).values(), m.get("absent", {}).values())
