@@ -21,6 +21,11 @@ from kbdebug.records.job import signal_of_text
 
 _INDEX_OPS = _regex_cache.compile(r"\b(gather|scatter(?:_add|_reduce)?_?|take_along_dim|index_select|index_put_?|index_add_?|embedding)\(")
 _ROLES = ("input_shape", "target_shape")
+# Values that are lists of ints, each its own rule of INTs: `view(-1, 3, 2048)`'s shape (-1: the dim view infers), an
+# RNN's hidden state `(layers * directions, batch, hidden)` expected and given, a LayerNorm's `normalized_shape`
+_INT_LISTS = frozenset({"view_shape", "hidden_expected", "hidden_given", "normalized_shape"})
+# ... and those printed as one `3x2x2` token: a pooling's input and output, channels first
+_X_LISTS = frozenset({"pool_input", "pool_output"})
 
 
 class Shape(list[int]):
@@ -49,24 +54,6 @@ class MessageTree(FieldTransformer):
     def found(self, children: list[Token]) -> Fields:
         return {"found": unquote(str(value(children[0])))}
 
-    def view_shape(self, children: list[Token]) -> Fields:  # `[-1, 3, 2048]`: -1 is the dim view infers
-        return {"view_shape": [int(t) for t in children]}
-
-    def hidden_expected(self, children: list[Token]) -> Fields:  # an RNN's `(layers * directions, batch, hidden)`
-        return {"hidden_expected": [int(c) for c in children]}
-
-    def hidden_given(self, children: list[Token]) -> Fields:
-        return {"hidden_given": [int(c) for c in children]}
-
-    def normalized_shape(self, children: list[Token]) -> Fields:  # a LayerNorm's `normalized_shape`
-        return {"normalized_shape": [int(c) for c in children]}
-
-    def pool_input(self, children: list[Token]) -> Fields:  # `3x2x2`: channels, then the window's dims
-        return {"pool_input": [int(d) for d in str(children[0]).split("x")]}
-
-    def pool_output(self, children: list[Token]) -> Fields:
-        return {"pool_output": [int(d) for d in str(children[0]).split("x")]}
-
     def tensor_shape(self, children: list[Shape]) -> Fields:
         return {"tensor_shape": list(children[0])}
 
@@ -78,6 +65,10 @@ class MessageTree(FieldTransformer):
     def __default__(self, data: str, children: list[Any], meta: Any) -> Any:
         if data in self.templates or data == "start":
             return self._template(str(data), children)
+        if data in _INT_LISTS:  # a list even of one value (`normalized_shape=[16]`), where the base reads one int
+            return {data: [int(t) for t in children]}
+        if data in _X_LISTS:
+            return {data: [int(d) for d in str(children[0]).split("x")]}
         return super().__default__(data, children, meta)
 
     def _template(self, name: str, children: list[Any]) -> Fields:
