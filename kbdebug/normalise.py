@@ -93,8 +93,9 @@ _PREFIXES = [
     lazy(r"^(?P<rank>\d{1,4}): (?=\s*\S|$)"),
     # a wrapper re-printing its child's streams (`accelerate test`, subprocess runners): `stderr: ` on every line
     lazy(r"^(?:stderr|stdout|STDERR|STDOUT)\s?:\s?"),
-    # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .)
-    lazy(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)[a-z][a-z0-9.-]*[a-z0-9]: "),
+    # pdsh / DeepSpeed's multi-node runner: `<host>: ` before every line (a host name has a digit and a - or .);
+    # not an extension's lower-case error class, which reads like one (`cv2.error: OpenCV(4.8.0) ...`)
+    lazy(r"^(?=[a-z0-9.-]*\d)(?=[a-z0-9.]*-|[a-z0-9-]*\.)(?![a-z0-9.-]*\.(?:error|timeout): )[a-z][a-z0-9.-]*[a-z0-9]: "),
     # Python logging's `%(asctime)s [%(levelname)s] %(name)s - ` with a short date
     lazy(r"^\d\d/\d\d(?:/\d{2,4})? \d\d:\d\d:\d\d(?:[.,]\d+)? \[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\] [\w.]+ - "),
     lazy(r"^>(?!=)\s?"),  # a mail/Markdown quote; `>= ...` is a wrapped comparison, not a quote

@@ -297,3 +297,58 @@ def test_an_indented_log_line_then_an_ordinary_line_makes_no_error() -> None:
 
     log = "Validation:\n    mIoU = 0.613, loss = 0.412\nSaving checkpoint to runs/exp3/last.pt\n"
     assert [r for r in parse_text(log) if r.kind == "exception" and r.exc_type == "" and r.first_line == 3] == []
+
+
+def _after_frame(line: str) -> str:
+    return f'Traceback (most recent call last):\n  File "prepare.py", line 14, in <module>\n    main(args)\n{line}\n'
+
+
+@pytest.mark.parametrize(
+    ("line", "exc_type", "message"),
+    [
+        ("zipfile.BadZipFile: File is not a zip file", "zipfile.BadZipFile", "File is not a zip file"),
+        ("_queue.Empty", "_queue.Empty", ""),
+        ("cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/matrix.cpp:250: error: (-215:Assertion failed) s >= 0", "cv2.error", None),
+        ("socket.timeout: timed out", "socket.timeout", "timed out"),
+        ("torch._dynamo.exc.Unsupported: call_function BuiltinVariable(print)", "torch._dynamo.exc.Unsupported", None),
+        ("http.client.RemoteDisconnected: Remote end closed connection without response", "http.client.RemoteDisconnected", None),
+    ],
+)
+def test_the_line_under_a_traceback_s_last_frame_is_its_exception_whatever_the_type_is_called(
+    line: str, exc_type: str, message: str | None
+) -> None:
+    """Python prints `module.Type: message` under the last frame, and many types do not end in Error: a class
+    of the standard library (`zipfile.BadZipFile`, `queue.Empty`) or an extension's lower-case one (`cv2.error`)."""
+    root = diagnose_text(_after_frame(line)).root
+    assert root is not None and root.rule == "other"
+    assert root.facts["error_type"] == exc_type
+    if message is not None:
+        assert root.facts.get("error_message", "") == message
+
+
+@pytest.mark.parametrize("line", ["model.fc.weight: torch.Size([10, 512])", "Epoch: 3", "loss.item: 0.25"])
+def test_a_dotted_name_that_is_no_class_under_a_frame_is_no_exception_type(line: str) -> None:
+    """A print from another process interleaved under a frame (a parameter's name and shape) names no exception."""
+    from kbdebug.parse.regions import parse_text
+
+    assert [r.exc_type for r in parse_text(_after_frame(line)) if r.kind == "exception" and r.exc_type] == []
+
+
+def test_opencv_given_an_empty_image_names_the_read_that_returned_nothing() -> None:
+    """`(-215:Assertion failed) !_src.empty() in function 'cvtColor'`: the image is empty, what cv2.imread returns
+    for a path it cannot read; the page names the function and a check of the read that fails with the path."""
+    log = _after_frame(
+        "cv2.error: OpenCV(4.8.0) /io/opencv/modules/imgproc/src/color.cpp:182: error: (-215:Assertion failed) !_src.empty() in function 'cvtColor'"
+    )
+    root = diagnose_text(log).root
+    assert root is not None and root.rule == "other"
+    assert root.facts["cv_function"] == "cvtColor"
+    page = " ".join(str(root.guide[k]) for k in ("what", "why", "fix"))
+    assert "`cvtColor` was given an empty image" in page or "cvtColor was given an empty image" in page
+    assert "if img is None: raise FileNotFoundError(path)" in page
+    # another OpenCV assertion is not an empty image
+    other = diagnose_text(
+        _after_frame("cv2.error: OpenCV(4.8.0) color.cpp:182: error: (-215:Assertion failed) scn == 3 || scn == 4 in function 'cvtColor'")
+    ).root
+    assert other is not None and "cv_function" not in other.facts
+    assert "empty image" not in str(other.guide["what"])

@@ -366,6 +366,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
     found_all = _best_rules(records, kb)
     templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
+    _drop_chained_fallbacks(records, found_all, kb)
     for rec, found in zip(records, found_all, strict=True):
         if found is None:
             continue
@@ -505,6 +506,28 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
                 and (cand is None or _priority(*cand) < own)
             ):
                 found[j] = found[i]
+
+
+def _drop_chained_fallbacks(records: list[Record], found: list[tuple[Rule, Match] | None], kb: KnowledgeBase) -> None:
+    """An exception only the catch-all reads, followed by one chained to it (`The above exception was the direct
+    cause of ...`, `During handling of the above exception ...`) that a rule names, is part of that error: torch's
+    DataLoader raises `DataLoader worker (pid(s) N) exited unexpectedly` from the `queue.Empty` of its timed-out
+    read. It is no error of its own, so it opens no incident beside the one its chain names."""
+    previous: int | None = None  # the last exception before this one
+    for i, rec in enumerate(records):
+        if rec.kind != "exception":
+            continue
+        hit = found[i]
+        if (
+            previous is not None
+            and getattr(rec, "chained", None)
+            and hit is not None
+            and not kb.tagged(hit[0].id, "fallback")
+            and (earlier := found[previous]) is not None
+            and kb.tagged(earlier[0].id, "fallback")
+        ):
+            found[previous] = None
+        previous = i
 
 
 def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[str] = frozenset()) -> list[Incident]:

@@ -315,6 +315,7 @@ class Facts(TypedDict, total=False):
     dim_low: Annotated[int, _f("the lowest dim a tensor has (-rank)", "message")]
     dim_high: Annotated[int, _f("the highest dim it has (rank - 1)", "message")]
     dim_asked: Annotated[int, _f("the dim the code asked of it", "message")]
+    cv_function: Annotated[str, _f("the OpenCV function given an empty image (`cvtColor`, `resize`)", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]

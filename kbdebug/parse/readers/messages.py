@@ -54,6 +54,9 @@ class MessageTree(FieldTransformer):
     def found(self, children: list[Token]) -> Fields:
         return {"found": unquote(str(value(children[0])))}
 
+    def cv_function(self, children: list[Token]) -> Fields:  # `'cvtColor'` (OpenCV 4) or `resize` (OpenCV 3)
+        return {"cv_function": unquote(str(value(children[0])))}
+
     def tensor_shape(self, children: list[Shape]) -> Fields:
         return {"tensor_shape": list(children[0])}
 

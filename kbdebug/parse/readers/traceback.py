@@ -53,6 +53,14 @@ _EXCEPT_CLAUSE = _regex_cache.compile(r"^except\b[^:]*:$")
 # of such lines is marked ignored, no failure by itself (the destroy_process_group reminder ends every successful
 # DDP run), while a CUDA error it reports (`CUDA warning: an illegal memory access was encountered`) is still read
 _C10_WARNING = _regex_cache.compile(r"^\[W[^\]]*\.(?:cpp|cu|h|hpp):\d+\]\s*Warning:")
+# The line Python prints after a traceback's last frame is `module.Type: message` (traceback.py's
+# format_exception_only: the module, unless builtins or __main__, and the qualified name). The grammar's exception
+# types are those whose names say so (`...Error`, `...Exception`, ...): a line of free text is no error. Right under
+# a plain frame and its source line Python leaves no choice, so there a dotted name whose last part is a class
+# (`zipfile.BadZipFile`, `_queue.Empty`, `torch._dynamo.exc.Unsupported`) or one of the lower-case error classes
+# of C extensions (`cv2.error`, `struct.error`, `socket.timeout`) is the exception's type too. A dotted name of
+# another kind (`model.fc.weight: torch.Size([10])`, a print interleaved from another process) is not.
+_QUALIFIED_EXC = _regex_cache.compile(r"^((?:[A-Za-z_]\w*\.)+(?:[A-Z]\w*|error|timeout))(?::[ \t]+(\S.*)|:?[ \t]*)$")
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
 
@@ -114,8 +122,14 @@ class TracebackReader(Reader):
             self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
             self.expect_code = False
         elif self.exc is None and self.plain_frames and self.frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
-            # after a plain frame and its source line, a line that is neither is the exception line
-            # without its `Type: ` (only the message was pasted) ...
+            # after a plain frame and its source line, a line that is neither is the exception line: one whose
+            # type the grammar does not know by its name (_QUALIFIED_EXC), or one without its `Type: ` (only the
+            # message was pasted) ...
+            qualified = _QUALIFIED_EXC.match(stripped)
+            if qualified:
+                self._start_exc(line, qualified.group(1), qualified.group(2) or "")
+                self._after(line)
+                return False
             literal = raised_literal(self.frames[-1].code or "")
             n = min(MIN_CUT_MESSAGE, len(literal[1])) if literal else 0
             if literal and n and stripped[:n] != literal[1][:n]:
