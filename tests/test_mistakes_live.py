@@ -273,3 +273,25 @@ def test_class_indices_into_mse_are_told_to_use_cross_entropy_or_one_hot_and_the
     target = torch.rand(4)  # a float value per sample: the head is the wider side
     wide = " ".join(guide(root(lambda: F.mse_loss(pred, target))).split())
     assert "Give the head one output (`nn.Linear(..., 1)`) and compare `pred.squeeze(1)` with the target" in wide
+
+
+def _ragged_rows() -> torch.Tensor:
+    rows = [[101, 2023, 2003, 102], [101, 7592, 102]]  # token ids of two sentences, unpadded
+    return torch.tensor(rows)
+
+
+def test_the_users_own_torch_tensor_of_ragged_lists_gets_a_page_about_padding_those_lists() -> None:
+    """`torch.tensor(rows)` of lists of unequal length, on the user's own line: not a tokenizer's or a collator's
+    batch, so the page pads the user's lists (its fix runs as written) and names no Hugging Face collator."""
+    live, printed = _both(_ragged_rows)
+    assert live == printed == "collate_size_mismatch"
+    inc = root(_ragged_rows)
+    assert inc.title == "nested lists of different lengths given to torch.tensor"
+    page = guide(inc)
+    assert "DataCollator" not in page and "tokenize" not in page
+    rows = [[101, 2023, 2003, 102], [101, 7592, 102]]
+    n = max(len(r) for r in rows)
+    padded = torch.tensor([r + [0] * (n - len(r)) for r in rows])  # the page's first fix, as written
+    assert "torch.tensor([r + [0] * (n - len(r)) for r in rows])" in page and padded.shape == (2, 4)
+    stacked = torch.nn.utils.rnn.pad_sequence([torch.tensor(r) for r in rows], batch_first=True)
+    assert "pad_sequence([torch.tensor(r) for r in rows], batch_first=True)" in page and stacked.shape == (2, 4)
