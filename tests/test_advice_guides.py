@@ -321,3 +321,23 @@ def test_after_a_kernel_assert_the_users_line_is_where_it_surfaced() -> None:
         "it surfaced at `/srv/exp/seg_train.py:217` (`total += loss.item()`), a later synchronising call, not the failing op"
         in inc.guide["what"]
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ("Input contains NaN.", "auc = roc_auc_score(y_val, probs)"),
+        ("Input X contains infinity or a value too large for dtype('float64').", "X = scaler.fit_transform(df.values)"),
+    ],
+)
+def test_scikit_learns_input_check_is_about_the_array_not_a_backward_pass(message: str, code: str) -> None:
+    """scikit-learn's `Input contains NaN` found NaN or inf in an array it was given: missing values of the data, or
+    the predictions of a diverged model; the page says how to count them and to drop or fill them, and gives no
+    anomaly-mode or learning-rate advice as the first thing to do."""
+    log = f'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    {code}\nValueError: {message}\n'
+    root = diagnose_text(log).root
+    assert root is not None and root.rule == "nan_inf_detected"
+    what, confirm, fix = (str(root.guide[k]) for k in ("what", "confirm", "fix"))
+    assert "scikit-learn function checked the array" in what and code in what
+    assert "np.isnan(X).sum()" in confirm and "set_detect_anomaly" not in confirm
+    assert fix.startswith("For data, replace inf by NaN") and "SimpleImputer" in fix
