@@ -295,3 +295,24 @@ def test_the_users_own_torch_tensor_of_ragged_lists_gets_a_page_about_padding_th
     assert "torch.tensor([r + [0] * (n - len(r)) for r in rows])" in page and padded.shape == (2, 4)
     stacked = torch.nn.utils.rnn.pad_sequence([torch.tensor(r) for r in rows], batch_first=True)
     assert "pad_sequence([torch.tensor(r) for r in rows], batch_first=True)" in page and stacked.shape == (2, 4)
+
+
+def test_a_part_missing_from_a_loaded_checkpoint_gets_a_page_about_the_files_layout(tmp_path: object) -> None:
+    """`torch.load(path)["model"]` of a file saved as a bare state dict: the page names the checkpoint's layout (the
+    saver's choice), prints the file's keys, and loads it into the user's module as it is (the fix runs)."""
+    import pathlib
+
+    path = str(pathlib.Path(str(tmp_path)) / "best.pt")
+    net = torch.nn.Linear(3, 2)
+    torch.save(net.state_dict(), path)
+
+    def resume() -> None:
+        net.load_state_dict(torch.load(path)["model"])
+
+    inc = root(resume)
+    assert inc.rule == "other" and inc.facts["looked_up_in"] == "torch.load(path)"
+    page = guide(inc)
+    assert "the code that saved it put there" in page
+    assert 'print(list(torch.load(path, map_location="cpu").keys())[:10])' in page
+    assert "net.load_state_dict(torch.load(path))" in page
+    net.load_state_dict(torch.load(path))  # the fix, as written

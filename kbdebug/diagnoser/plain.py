@@ -15,8 +15,9 @@ from kbdebug import _regex_cache
 
 # An exception's own line inside a longer message (a DataLoader worker's re-raised one ends with it).
 _EXC_LINE = _regex_cache.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Iteration|Interrupt))(?::\s?(.*))?$")
-# `base[index]`: the base an expression of names, attributes, calls and subscripts (`cfg["a"]`, `glob(p)`).
-_SUBSCRIPT = _regex_cache.compile(r"((?:[A-Za-z_][\w.]*)(?:\([^()]*\)|\[[^\[\]]*\])*)\[([^\[\]]+)\]")
+# `base[index]`: the base an expression of names, attributes, calls and subscripts (`cfg["a"]`, `glob(p)`, a call
+# of a call: `torch.load(os.path.join(d, "best.pt"))`).
+_SUBSCRIPT = _regex_cache.compile(r"((?:[A-Za-z_][\w.]*)(?:\((?:[^()]|\([^()]*\))*\)|\[[^\[\]]*\])*)\[([^\[\]]+)\]")
 _MARKS = _regex_cache.compile(r"\s*[~^]+\s*")  # Python 3.11's marks under the failing part of a printed line
 _ATTRIBUTE_ERROR = _regex_cache.compile(r"^'([\w.]+)' object has no attribute '(\w+)'|^(module '[\w.]+') has no attribute '(\w+)'")
 _NOT_SUBSCRIPTABLE = _regex_cache.compile(r"^'([\w.]+)' object is not (subscriptable|iterable|callable)")
