@@ -24,8 +24,9 @@ _ROLES = ("input_shape", "target_shape")
 # Values that are lists of ints, each its own rule of INTs: `view(-1, 3, 2048)`'s shape (-1: the dim view infers), an
 # RNN's hidden state `(layers * directions, batch, hidden)` expected and given, a LayerNorm's `normalized_shape`
 _INT_LISTS = frozenset({"view_shape", "hidden_expected", "hidden_given", "normalized_shape"})
-# ... and those printed as one `3x2x2` token: a pooling's input and output, channels first
-_X_LISTS = frozenset({"pool_input", "pool_output"})
+# ... and those printed as one token, by their separator: a pooling's input and output, channels first (`3x2x2`), the
+# indices of the parameters DDP got no gradient for (`2 3`)
+_SPLIT_LISTS = {"pool_input": "x", "pool_output": "x", "unused_param_indices": None}
 
 
 class Shape(list[int]):
@@ -70,8 +71,8 @@ class MessageTree(FieldTransformer):
             return self._template(str(data), children)
         if data in _INT_LISTS:  # a list even of one value (`normalized_shape=[16]`), where the base reads one int
             return {data: [int(t) for t in children]}
-        if data in _X_LISTS:
-            return {data: [int(d) for d in str(children[0]).split("x")]}
+        if data in _SPLIT_LISTS:
+            return {data: [int(d) for d in str(children[0]).split(_SPLIT_LISTS[data])]}
         return super().__default__(data, children, meta)
 
     def _template(self, name: str, children: list[Any]) -> Fields:
