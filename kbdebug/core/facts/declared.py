@@ -318,6 +318,7 @@ class Facts(TypedDict, total=False):
     cv_function: Annotated[str, _f("the OpenCV function given an empty image (`cvtColor`, `resize`)", "message")]
     unused_param_indices: Annotated[list[int], _f("the indices in `model.parameters()` of those DDP got no gradient for", "message")]
     unused_params: Annotated[str, _f("the names of the parameters DDP got no gradient for (TORCH_DISTRIBUTED_DEBUG)", "message")]
+    pickled_object: Annotated[str, _f("what pickle could not name (`main.<locals>.<lambda>`)", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]

@@ -55,6 +55,9 @@ class MessageTree(FieldTransformer):
     def found(self, children: list[Token]) -> Fields:
         return {"found": unquote(str(value(children[0])))}
 
+    def pickled_object(self, children: list[Token]) -> Fields:  # `'main.<locals>.<lambda>'`, or `<lambda>`
+        return {"pickled_object": unquote(str(value(children[0])))}
+
     def cv_function(self, children: list[Token]) -> Fields:  # `'cvtColor'` (OpenCV 4) or `resize` (OpenCV 3)
         return {"cv_function": unquote(str(value(children[0])))}
 
