@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from lark.exceptions import LarkError
 
+from kbdebug import diagnose_text
 from kbdebug._resources import data_dir
 from kbdebug.parse import derive, grammar, packaged, parser_cache, sources
 
 ROOT = Path(__file__).resolve().parent.parent
+TB_TARGET = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    loss = F.cross_entropy(out, y)\nIndexError: Target 255 is out of bounds.\n'
 
 
 def test_the_shipped_readings_are_what_the_grammars_say_now() -> None:
@@ -116,6 +118,7 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
         "kbdebug/grammars/traceback/derived.json",
         "kbdebug/grammars/kernel_assert/parsers.json",
         "kbdebug/knowledge/rules.json",
+        "kbdebug/knowledge/guides.json",
         "kbdebug/render/templates/compiled.json",
         "kbdebug/cli/app.py",
     } <= names
@@ -216,6 +219,43 @@ def test_the_shipped_report_templates_are_what_jinja_makes_of_them_now() -> None
     env = _env()
     fresh = compiled_templates(env, sorted(env.list_templates(extensions=["j2"])))
     assert json.loads(COMPILED.read_text(encoding="utf-8")) == fresh, "run `python -m kbdebug.render` and commit compiled.json"
+
+
+def test_the_shipped_guide_fragments_are_what_jinja_makes_of_the_bundled_rules_now() -> None:
+    """knowledge/guides.json holds the Python jinja2 generates for every bundled rule's guide sections, derived
+    facts and commands and for the phrases (`python -m kbdebug.render` writes it); a test fails while it is stale."""
+    from kbdebug.diagnoser.guides import COMPILED_GUIDES
+    from kbdebug.render.__main__ import compiled_guides
+
+    on_disk = json.loads((data_dir("knowledge") / COMPILED_GUIDES).read_text(encoding="utf-8"))
+    assert on_disk == compiled_guides(), "knowledge/guides.json is stale: run `python -m kbdebug.render` and commit it"
+
+
+def test_a_run_with_no_cache_renders_guides_from_the_shipped_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no cache of the user's, a guide fragment's code is the shipped Python (jinja2 does not compile it), and
+    it renders as the template does."""
+    import jinja2
+
+    from kbdebug.diagnoser import guides
+
+    compiled: list[str] = []
+    real = jinja2.Environment.compile
+
+    def counting(self: jinja2.Environment, source: str, *args: object, **kwargs: object) -> object:
+        compiled.append(source)
+        return real(self, source, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setenv("KBDEBUG_NO_CACHE", "1")
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    guides._fragment_env.cache_clear()
+    guides._template.cache_clear()
+    try:
+        diag = diagnose_text(TB_TARGET)
+        assert diag.root is not None and "255" in str(diag.root.guide["fix"])
+        assert compiled == []
+    finally:
+        guides._fragment_env.cache_clear()
+        guides._template.cache_clear()
 
 
 def test_a_shipped_template_is_used_only_for_its_own_text_and_environment(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 Python's `re` compiles a pattern in Python: the thirty-odd patterns of kbdebug/normalise.py cost some 5 ms of
 every start, and a live exception's diagnosis (`kbdebug.diagnose(exc)`) never normalises a log. After its
 first use a lazy pattern's methods are the compiled pattern's own (instance attributes), so a hot loop pays
-nothing for the laziness.
+nothing for the laziness; its program comes from kbdebug._regex_cache, kept between runs.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ class LazyPattern:
         self.pattern, self.flags = pattern, flags
 
     def compiled(self) -> re.Pattern[Any]:
-        return re.compile(self.pattern, self.flags)
+        # through the program cache (kbdebug._regex_cache): a run after the first reads each program back
+        from kbdebug import _regex_cache
+
+        return _regex_cache.compile(self.pattern, self.flags)
 
     def __getattr__(self, name: str) -> Any:  # only for what is not set yet: the first use
         compiled = self.compiled()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache, lru_cache
 from typing import Any
 
@@ -20,7 +20,7 @@ import markupsafe
 from kbdebug import _regex_cache
 from kbdebug._resources import data_dir
 from kbdebug.core.facts import Facts
-from kbdebug.core.templating import bytecode_cache, code_span
+from kbdebug.core.templating import ShippedTemplates, bytecode_cache, code_span
 from kbdebug.core.values import human_size
 from kbdebug.diagnosis import Incident
 from kbdebug.kb.commands import needs
@@ -41,8 +41,8 @@ class _Phrases:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        if self._module is None:
-            self._module = self._env.from_string((data_dir("knowledge") / PHRASES).read_text(encoding="utf-8")).module
+        if self._module is None:  # through the loader, as a fragment: its compiled code comes from the caches
+            self._module = self._env.get_template(PHRASES).module
         macro = getattr(self._module, name)
         return lambda *args, **kwargs: markupsafe.Markup(macro(*args, **kwargs))
 
@@ -52,20 +52,41 @@ def guide_environment() -> jinja2.Environment:
     return _fragment_env()
 
 
+# The Python jinja2 makes of the bundled rules' fragments and of the phrases (`python -m kbdebug.render` writes it):
+# a run with no cache of its own compiles that Python, not the templates (kbdebug.core.templating.ShippedTemplates).
+COMPILED_GUIDES = "guides.json"
+
+
+@cache
+def phrases_source() -> str:
+    return (data_dir("knowledge") / PHRASES).read_text(encoding="utf-8")
+
+
 @cache
 def _fragment_env() -> jinja2.Environment:
     # A rule's guide fragment is its own template name, so fragments share the bytecode cache too.
     env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(lambda source: (source, None, lambda: True)),
-        bytecode_cache=bytecode_cache(),
+        # a fragment's name is its text; the phrases' is their file's (jinja2 quotes a name into the code it makes)
+        loader=jinja2.FunctionLoader(lambda name: (phrases_source() if name == PHRASES else name, None, lambda: True)),
         undefined=jinja2.ChainableUndefined,
         autoescape=False,
         finalize=_guide_value,
         optimized=False,  # constant folding at compile time: a quarter of compiling a guide, and guides fold no constants
     )
+    env.bytecode_cache = ShippedTemplates(bytecode_cache(), data_dir("knowledge") / COMPILED_GUIDES, env)
     env.globals["phrase"] = _Phrases(env)
     env.filters["human_size"] = human_size  # `{{ requested | human_size }}`: 745 GiB, not 800000000000 bytes
     return env
+
+
+def fragments(rules: Iterable[Rule]) -> list[str]:
+    """The name of every template the guide stage compiles for these rules (a fragment's is its text: guide sections,
+    derived facts, commands), and the phrases', each once: what `python -m kbdebug.render` ships compiled."""
+    texts = [PHRASES]
+    for rule in rules:
+        texts += [getattr(rule.guide, key) for key, _ in SECTIONS]
+        texts += [*rule.facts.values(), *rule.commands]
+    return list(dict.fromkeys(t for t in texts if "{" in t))
 
 
 _QUOTED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("kbdebug_quoted", default=None)
