@@ -341,3 +341,18 @@ def test_scikit_learns_input_check_is_about_the_array_not_a_backward_pass(messag
     assert "scikit-learn function checked the array" in what and code in what
     assert "np.isnan(X).sum()" in confirm and "set_detect_anomaly" not in confirm
     assert fix.startswith("For data, replace inf by NaN") and "SimpleImputer" in fix
+
+
+def test_a_model_half_on_the_gpu_given_to_ddp_is_told_to_move_the_whole_model_before_wrapping() -> None:
+    """DistributedDataParallel's own check of the module it wraps (`parameters locate in {'cpu', 'cuda'}`) is a device
+    mismatch of the model itself: the page lists the parameters left behind and moves the model before wrapping it."""
+    log = (
+        'Traceback (most recent call last):\n  File "train_ddp.py", line 71, in main\n    model = DDP(model, device_ids=[local_rank])\n'
+        "RuntimeError: DistributedDataParallel's input module must be on the same type of devices, but input module parameters "
+        "locate in {'cpu', 'cuda'}.\n"
+    )
+    root = diagnose_text(log).root
+    assert root is not None and root.rule == "device_mismatch" and root.facts["module_devices"] == "{'cpu', 'cuda'}"
+    assert root.title == "a model on two kinds of device given to DistributedDataParallel"
+    assert 'p.device.type == "cpu"' in str(root.guide["confirm"])
+    assert str(root.guide["fix"]).startswith("Move the whole model once every layer is built")
