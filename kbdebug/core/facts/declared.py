@@ -319,6 +319,9 @@ class Facts(TypedDict, total=False):
     unused_param_indices: Annotated[list[int], _f("the indices in `model.parameters()` of those DDP got no gradient for", "message")]
     unused_params: Annotated[str, _f("the names of the parameters DDP got no gradient for (TORCH_DISTRIBUTED_DEBUG)", "message")]
     pickled_object: Annotated[str, _f("what pickle could not name (`main.<locals>.<lambda>`)", "message")]
+    master_port: Annotated[int, _f("the port torch.distributed's store could not listen on (MASTER_PORT)", "message")]
+    clients_joined: Annotated[int, _f("the processes that reached the rendezvous before it timed out", "message")]
+    clients_expected: Annotated[int, _f("the processes the rendezvous waited for (the world size)", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]
