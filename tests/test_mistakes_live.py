@@ -316,3 +316,30 @@ def test_a_part_missing_from_a_loaded_checkpoint_gets_a_page_about_the_files_lay
     assert 'print(list(torch.load(path, map_location="cpu").keys())[:10])' in page
     assert "net.load_state_dict(torch.load(path))" in page
     net.load_state_dict(torch.load(path))  # the fix, as written
+
+
+class _TinyEncoder(torch.nn.Module):
+    """Learned positions, as transformers' BERT-style embeddings hold them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.word_embeddings = torch.nn.Embedding(100, 4)
+        self.position_embeddings = torch.nn.Embedding(8, 4)  # max_position_embeddings = 8
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        position_ids = torch.arange(input_ids.size(1)).unsqueeze(0)
+        return self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+
+
+def test_a_sequence_past_the_position_table_is_told_to_truncate_not_to_resize_the_vocabulary() -> None:
+    """The lookup that failed is the position table's: the sequence is too long, the token ids are fine; the page
+    truncates at tokenization and says nothing of resize_token_embeddings."""
+    encoder = _TinyEncoder()
+    ids = torch.randint(0, 100, (1, 10))
+    live, printed = _both(lambda: encoder(ids))
+    assert live == printed == "embedding_index_oob"
+    inc = root(lambda: encoder(ids))
+    assert inc.title == "a sequence longer than the model's position table"
+    page = guide(inc)
+    assert "truncation=True, max_length=tokenizer.model_max_length" in page and "resize_token_embeddings" not in page
+    encoder(ids[:, :8])  # truncated to the table, it runs

@@ -39,6 +39,8 @@ __all__ = [
     "Triple",
 ]
 
+_MODULE_CALL = frozenset({"_call_impl", "_wrapped_call_impl"})  # torch.nn.Module.__call__'s own frames
+
 
 class KernelAssert(Record):
     """`FILE:LINE: FUNC: block: [..], thread: [..] Assertion `COND` failed.`, grouped over threads."""
@@ -154,10 +156,12 @@ class PyException(Record):
 
     @property
     def context_text(self) -> str:
-        """The message with the source lines and function names of its frames (never their file paths):
-        what tells a loss's prediction/label pair from any other two tensors."""
+        """The message with the source lines and function names of its last frames (never their file paths): what
+        tells a loss's prediction/label pair from any other two tensors. nn.Module's call plumbing (`_call_impl`,
+        `_wrapped_call_impl`), two frames under every module call since torch 2.0, names no op and is passed over."""
+        frames = [f for f in self.frames if f.function not in _MODULE_CALL]
         parts = [self.folded_message]
-        parts += [f"{f.function or ''} {f.code or ''}" for f in self.frames[-4:]]
+        parts += [f"{f.function or ''} {f.code or ''}" for f in frames[-4:]]
         return "\n".join(parts)
 
     @property
