@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from kbdebug._resources import data_dir
-from kbdebug.diagnoser import match
+from kbdebug.diagnoser import inference, match
 from kbdebug.kb.loader import KnowledgeBase, load_kb
 from kbdebug.parse.needles import needles
 from kbdebug.parse.regions import parse_regions
@@ -43,17 +43,17 @@ def test_the_shortcuts_choose_what_trying_every_template_and_phrase_chooses(monk
         entries = tuple((rule, m) for rule in kb.rules for m in rule.match if m.kind == kind)
         return match._KindIndex(entries, frozenset(range(len(entries))), ())
 
-    def every_phrase(kb: KnowledgeBase, text: str, lowered: str) -> match._Heard:
-        class Everything(match._Heard):
-            def may_fold(self, ind: match._Phrase) -> bool:  # each phrase's texts looked for in the text itself
+    def every_phrase(kb: KnowledgeBase, text: str, lowered: str) -> inference._Heard:
+        class Everything(inference._Heard):
+            def may_fold(self, ind: inference._Phrase) -> bool:  # each phrase's texts looked for in the text itself
                 return ind.folded is None or any(t in lowered for t in ind.folded)
 
-            def may_speak(self, ind: match._Phrase) -> bool:
+            def may_speak(self, ind: inference._Phrase) -> bool:
                 return True
 
         return Everything(frozenset(), frozenset())
 
     monkeypatch.setattr(match, "_kind_index", every_template)
-    monkeypatch.setattr(match, "_heard", every_phrase)
-    monkeypatch.setattr(match, "_may_speak", lambda kb, heard: kb.rules)
+    monkeypatch.setattr(inference, "_heard", every_phrase)
+    monkeypatch.setattr(inference, "_may_speak", lambda kb, heard: kb.rules)
     assert _chosen(records) == with_index

@@ -3,38 +3,23 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Hashable, Sequence, Set
-from functools import cache
+from collections.abc import Hashable, Sequence, Set
 from typing import Any, NamedTuple, TypeVar, cast
 
 from kbdebug.core.facts import Facts, merge
-from kbdebug.core.phrases import may_hold, required_texts, texts_score
+from kbdebug.core.phrases import may_hold, texts_score
 from kbdebug.core.searching import finds
 from kbdebug.core.stamps import Stamp, earliest
+from kbdebug.diagnoser.inference import infer_rule
+from kbdebug.diagnoser.memo import kept, rx
 from kbdebug.diagnosis import Consequence, FirstFailure, Incident
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
-from kbdebug.kb.patterns import Pattern, compile_pattern
+from kbdebug.kb.patterns import Pattern
 from kbdebug.records import Record
 
 DEVICE_KINDS = ("kernel_assert", "sanitizer")
 T = TypeVar("T")
-
-
-def _kept(table: dict[Hashable, tuple[object, Any]], owner: object, make: Callable[[], T], *more: Hashable) -> T:
-    """`make()`, made once per `owner` (a rule, a template, a knowledge base: compared by identity, so an object
-    built again in its place is read again) and `more`: what the match stage reads off the models, kept in the
-    shape its loops run over."""
-    key = (id(owner), *more)
-    kept = table.get(key)
-    if kept is None or kept[0] is not owner:
-        kept = table[key] = (owner, make())
-    return cast(T, kept[1])
-
-
-@cache
-def _rx(pattern: str) -> Pattern:
-    return compile_pattern(pattern)
 
 
 def field_text(rec: Record, name: str) -> str | None:
@@ -66,11 +51,11 @@ def _plan(m: Match) -> _Plan:
     def make() -> _Plan:
         needs = m.needs
         return _Plan(
-            tuple((name, needs.get(p), _rx(p)) for name, p in m.fields.items()),
-            tuple((name, needs.get(p), _rx(p)) for name, p in m.absent.items()),
+            tuple((name, needs.get(p), rx(p)) for name, p in m.fields.items()),
+            tuple((name, needs.get(p), rx(p)) for name, p in m.absent.items()),
         )
 
-    return _kept(_PLANS, m, make)
+    return kept(_PLANS, m, make)
 
 
 def _found(test: tuple[str, frozenset[str] | None, Pattern], rec: Record, texts: dict[str, str | None]) -> bool | None:
@@ -98,11 +83,11 @@ def captured(m: Match, rec: Record) -> dict[str, str]:
     """The named groups of a match's field patterns (`(?P<op>\\w+)`): facts the rule reads off the record itself."""
     out: dict[str, str] = {}
     for name, pattern in m.fields.items():
-        rx = _rx(pattern)
-        if not rx.groupindex:  # no named group: nothing to capture
+        compiled = rx(pattern)
+        if not compiled.groupindex:  # no named group: nothing to capture
             continue
         text = field_text(rec, name)
-        found = rx.search(text) if text is not None else None
+        found = compiled.search(text) if text is not None else None
         if found is not None:
             out.update({k: v for k, v in found.groupdict().items() if v is not None})
     return out
@@ -141,7 +126,7 @@ def _kind_index(kb: KnowledgeBase, kind: str) -> _KindIndex:
             entries, frozenset(always), tuple((name, tuple((t, tuple(ix)) for t, ix in by.items())) for name, by in keyed.items())
         )
 
-    return _kept(_KINDS, kb, make, kind)
+    return kept(_KINDS, kb, make, kind)
 
 
 def best_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
@@ -173,173 +158,6 @@ def _priority(rule: Rule, m: Match) -> int:
 
 
 # Evidence below this does not name a cause; confidence of an inferred cause stays below any template's.
-MIN_EVIDENCE = 0.5
-INFERRED_CONFIDENCE = (0.45, 0.3)  # base + scale * evidence
-
-
-def evidence_text(rec: Record) -> str | None:
-    """The text of an error a rule's indicators are looked for in: its message, folded onto one line."""
-    text = getattr(rec, "folded_message", None) or getattr(rec, "what", None)
-    return text if isinstance(text, str) and text.strip() else None
-
-
-MIN_CUT_PHRASE = 12  # a phrase cut off by the end of the text still counts from this many characters on
-
-
-def _cut_phrase(lit: str, text: str) -> str:
-    """The start of the phrase `lit` that the text ends with (a message cut mid-phrase), or "" when too little is there.
-
-    The longest such start begins at the first place in the text's last len(lit)-1 characters where the
-    phrase's first `_head` characters are and the rest of the text is how the phrase goes on."""
-    tail = text.rstrip()
-    head = _head(lit)
-    j = tail.find(head, max(0, len(tail) - len(lit) + 1)) if lit else -1
-    while j != -1 and len(tail) - j >= len(head):
-        if lit.startswith(tail[j:]):
-            return tail[j:]
-        j = tail.find(head, j + 1)
-    return ""
-
-
-def _head(lit: str) -> str:
-    """The least of a phrase a cut-off text must end with to count (MIN_CUT_PHRASE, or a third of a long phrase)."""
-    return lit[: max(MIN_CUT_PHRASE, len(lit) // 3)]
-
-
-_CASELESS = "(?i)"
-
-
-class _Phrase(NamedTuple):
-    """An indicator as `indicator_score` reads it, its private attributes copied out once: reading them off
-    the model on every record was most of the cost of inferring a cause (a retry loop infers thousands)."""
-
-    pattern: str
-    weight: float
-    lead: str
-    required: frozenset[str] | None
-    folded: frozenset[str] | None  # the required texts lower-cased
-    head: str  # what a text cut inside the phrase ends with at least (`_cut_phrase`)
-    caseless: bool  # the pattern ignores case itself
-
-
-_PHRASES: dict[Hashable, tuple[object, Any]] = {}
-
-
-def _phrases(rule: Rule) -> tuple[_Phrase, ...]:
-    def make() -> tuple[_Phrase, ...]:
-        phrases = []
-        for ind in rule.indicators:
-            required, caseless = ind.required, ind.pattern.startswith(_CASELESS)
-            # a pattern that ignores case holds its texts in any case: lower-cased, they are in the lower-cased text
-            texts = required_texts(ind.pattern[len(_CASELESS) :]) if caseless and required is None else required
-            folded = None if texts is None else frozenset(t.lower() for t in texts)
-            phrases.append(_Phrase(ind.pattern, ind.weight, ind.lead, required, folded, _head(ind.lead), caseless))
-        return tuple(phrases)
-
-    return _kept(_PHRASES, rule, make)
-
-
-class _Heard(NamedTuple):
-    """What of every rule's phrases one text may hold, found in one pass over the distinct texts (instead of
-    once per phrase of each of fifty rules): the required texts its lower-cased form holds, and the phrase heads
-    its end holds. A phrase with neither can neither be found in it nor be cut off at its end."""
-
-    present: frozenset[str]
-    heads: frozenset[str]
-
-    def may_fold(self, ind: _Phrase) -> bool:
-        """Whether the lower-cased text holds one of the phrase's texts (or the phrase has none to hold)."""
-        return ind.folded is None or not ind.folded.isdisjoint(self.present)
-
-    def may_speak(self, ind: _Phrase) -> bool:
-        return self.may_fold(ind) or ind.head in self.heads
-
-
-_TEXTS: dict[Hashable, tuple[object, Any]] = {}
-
-
-def _heard(kb: KnowledgeBase, text: str, lowered: str) -> _Heard:
-    def make() -> tuple[frozenset[str], frozenset[str], int]:
-        phrases = [ind for rule in kb.rules for ind in _phrases(rule)]
-        texts = frozenset(t for ind in phrases for t in ind.folded or ())
-        return texts, frozenset(ind.head for ind in phrases), max((len(ind.lead) for ind in phrases), default=0)
-
-    texts, heads, longest = _kept(_TEXTS, kb, make)
-    end = text.rstrip()[-longest:] if longest else ""
-    return _Heard(frozenset(t for t in texts if t in lowered), frozenset(h for h in heads if h in end))
-
-
-_SPEAKERS: dict[Hashable, tuple[object, Any]] = {}
-
-
-def _may_speak(kb: KnowledgeBase, heard: _Heard) -> list[Rule]:
-    """The rules, in order, with a phrase that may speak in the text `heard` was read from (a rule with none
-    scores nothing: `indicator_score` skips every phrase `_Heard.may_speak` rules out), found by what the text holds."""
-
-    def make() -> tuple[set[int], dict[str, set[int]], dict[str, set[int]]]:
-        always: set[int] = set()  # the rules with a phrase that needs no text, and those by each text and head
-        by_text: dict[str, set[int]] = {}
-        by_head: dict[str, set[int]] = {}
-        for i, rule in enumerate(kb.rules):
-            for ind in _phrases(rule):
-                if ind.folded is None:
-                    always.add(i)
-                for t in ind.folded or ():
-                    by_text.setdefault(t, set()).add(i)
-                by_head.setdefault(ind.head, set()).add(i)
-        return always, by_text, by_head
-
-    always, by_text, by_head = _kept(_SPEAKERS, kb, make)
-    found = always.union(*(by_text[t] for t in heard.present), *(by_head[h] for h in heard.heads))
-    return [kb.rules[i] for i in sorted(found)]
-
-
-def indicator_score(rule: Rule, text: str, heard: _Heard) -> tuple[float, list[str]]:
-    """Independent evidence combines: 1 - prod(1 - weight) over the rule's phrases found in `text` (whatever
-    their letters' case; `heard`: what of the phrases it may hold); a phrase the text ends in the middle of
-    counts in proportion to how much of it is there."""
-    miss, found = 1.0, []
-    for ind in _phrases(rule):
-        if not heard.may_speak(ind):
-            continue
-        may_fold = heard.may_fold(ind)
-        m = _rx(ind.pattern).search(text) if (may_fold if ind.caseless else may_hold(ind.required, text)) else None
-        if m is None and not ind.caseless and may_fold:
-            m = _rx(_CASELESS + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
-        if m:
-            miss *= 1.0 - ind.weight
-            found.append(m.group(0))
-        elif cut := _cut_phrase(ind.lead, text):
-            miss *= 1.0 - ind.weight * len(cut) / len(ind.lead)
-            found.append(cut + "…")
-    return 1.0 - miss, found
-
-
-def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
-    """When no template fits, the rule whose indicator phrases the error's text holds most strongly. Never from an
-    exception printed as no failure (`ignored`: Python's `Exception ignored in:`, a c10 warning): a phrase it holds
-    (`ProcessGroupNCCL` in the reminder to destroy a process group) names no cause; what a template reads in it does."""
-    if getattr(rec, "ignored", False):
-        return None
-    text = evidence_text(rec)
-    if text is None:
-        return None
-    best: tuple[float, int, Rule, list[str]] | None = None
-    heard = _heard(kb, text, text.lower())
-    for rule in _may_speak(kb, heard):
-        score, found = indicator_score(rule, text, heard)
-        if score >= MIN_EVIDENCE and (best is None or (score, rule.priority) > best[:2]):
-            best = (score, rule.priority, rule, found)
-    if best is None:
-        return None
-    score, _, rule, found = best
-    base, scale = INFERRED_CONFIDENCE
-    # made here from known values: constructed, not validated (validating would build Match's schema first)
-    made = Match.model_construct(kind=rec.kind, confidence=round(base + scale * score, 2), priority=None)
-    made._inferred_from = tuple(found)
-    return rule, made
-
-
 # Where a record was printed, not what it says: two records that differ only here match the same rule.
 _POSITION = frozenset({"first_line", "last_line", "raw", "rank", "time"})
 
