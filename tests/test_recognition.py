@@ -310,6 +310,7 @@ def _after_frame(line: str) -> str:
         ("_queue.Empty", "_queue.Empty", ""),
         ("cv2.error: OpenCV(4.8.0) /io/opencv/modules/core/src/matrix.cpp:250: error: (-215:Assertion failed) s >= 0", "cv2.error", None),
         ("socket.timeout: timed out", "socket.timeout", "timed out"),
+        ("socket.gaierror: [Errno -2] Name or service not known", "socket.gaierror", "[Errno -2] Name or service not known"),
         ("torch._dynamo.exc.Unsupported: call_function BuiltinVariable(print)", "torch._dynamo.exc.Unsupported", None),
         ("http.client.RemoteDisconnected: Remote end closed connection without response", "http.client.RemoteDisconnected", None),
     ],
@@ -326,7 +327,7 @@ def test_the_line_under_a_traceback_s_last_frame_is_its_exception_whatever_the_t
         assert root.facts.get("error_message", "") == message
 
 
-@pytest.mark.parametrize("line", ["model.fc.weight: torch.Size([10, 512])", "Epoch: 3", "loss.item: 0.25"])
+@pytest.mark.parametrize("line", ["model.fc.weight: torch.Size([10, 512])", "Epoch: 3", "loss.item: 0.25", "val.mean_abs_error: 0.12"])
 def test_a_dotted_name_that_is_no_class_under_a_frame_is_no_exception_type(line: str) -> None:
     """A print from another process interleaved under a frame (a parameter's name and shape) names no exception."""
     from kbdebug.parse.regions import parse_text

@@ -58,9 +58,10 @@ _C10_WARNING = _regex_cache.compile(r"^\[W[^\]]*\.(?:cpp|cu|h|hpp):\d+\]\s*Warni
 # types are those whose names say so (`...Error`, `...Exception`, ...): a line of free text is no error. Right under
 # a plain frame and its source line Python leaves no choice, so there a dotted name whose last part is a class
 # (`zipfile.BadZipFile`, `_queue.Empty`, `torch._dynamo.exc.Unsupported`) or one of the lower-case error classes
-# of C extensions (`cv2.error`, `struct.error`, `socket.timeout`) is the exception's type too. A dotted name of
-# another kind (`model.fc.weight: torch.Size([10])`, a print interleaved from another process) is not.
-_QUALIFIED_EXC = _regex_cache.compile(r"^((?:[A-Za-z_]\w*\.)+(?:[A-Z]\w*|error|timeout))(?::[ \t]+(\S.*)|:?[ \t]*)$")
+# of C extensions (`cv2.error`, `struct.error`, `socket.timeout`, `socket.gaierror`) is the exception's type too. A
+# dotted name of another kind (`model.fc.weight: torch.Size([10])`, `val.mean_abs_error: 0.12`, a print interleaved
+# from another process) is not.
+_QUALIFIED_EXC = _regex_cache.compile(r"^((?:[A-Za-z_]\w*\.)+(?:[A-Z]\w*|error|timeout|gaierror|herror))(?::[ \t]+(\S.*)|:?[ \t]*)$")
 _FRAMES = ("frame", "ipython_frame", "ipython8_frame", "rich_frame")
 _ARROWS = ("ipython_arrow", "rich_arrow")  # the failing line of the frame above, marked
 
