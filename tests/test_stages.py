@@ -11,7 +11,9 @@ from kbdebug.api import diagnose_text
 from kbdebug.render import render
 
 STEPS = ("match", "lines", "context", "guides", "signature")
-PART_OF = {"plain": "context"}  # a step's own helper module (what a plain Python error names is context)
+# a step's own helper modules: what a plain Python error names is context; the inference from indicator phrases and
+# what the match stage keeps of the rules are the match step's
+PART_OF = {"plain": "context", "inference": "match", "memo": "match"}
 
 LOG = """\
 /pytorch/aten/src/ATen/native/cuda/Loss.cu:250: nll_loss2d_forward_out_cuda_kernel: block: [0,0,0], thread: [5,0,0] Assertion `t >= 0 && t < n_classes` failed.
