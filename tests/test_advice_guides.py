@@ -356,3 +356,31 @@ def test_a_model_half_on_the_gpu_given_to_ddp_is_told_to_move_the_whole_model_be
     assert root.title == "a model on two kinds of device given to DistributedDataParallel"
     assert 'p.device.type == "cpu"' in str(root.guide["confirm"])
     assert str(root.guide["fix"]).startswith("Move the whole model once every layer is built")
+
+
+def _example(rule: str, name: str) -> str:
+    from kbdebug._resources import data_dir
+
+    return (data_dir("knowledge") / rule / "examples" / "positive" / name).read_text(encoding="utf-8")
+
+
+def test_transformers_own_loss_with_labels_of_another_length_is_told_to_shape_labels_like_input_ids() -> None:
+    """A causal LM's loss inside transformers flattens logits and labels per token (16 vs 18 = 2 x 8 vs 2 x 9): the page
+    names the labels' shape against input_ids and the collators that pad both, not a batch mix-up."""
+    root = diagnose_text(_example("batch_size_mismatch", "causal_lm_labels_longer_than_input_ids.log")).root
+    assert root is not None and root.rule == "batch_size_mismatch"
+    assert "one row per token" in str(root.guide["why"]) and "(16 and 18)" in str(root.guide["why"])
+    assert str(root.guide["fix"]).startswith("Give `labels` the shape of `input_ids`")
+
+
+def test_a_sequence_past_a_transformers_models_positions_is_told_to_truncate_whatever_op_noticed_it() -> None:
+    """BERT notices it expanding its token-type buffer (a broadcast), GPT-2 looking up `wpe` (an index error): both pages
+    truncate at tokenization, and neither resizes the vocabulary."""
+    for rule, name in (
+        ("broadcast_shape_mismatch", "bert_sequence_past_its_token_type_buffer.log"),
+        ("embedding_index_oob", "gpt2_sequence_past_wpe.log"),
+    ):
+        root = diagnose_text(_example(rule, name)).root
+        assert root is not None and root.rule == rule
+        fix = str(root.guide["fix"])
+        assert "truncation=True, max_length=tokenizer.model_max_length" in fix and "resize_token_embeddings" not in fix

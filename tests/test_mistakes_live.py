@@ -343,3 +343,32 @@ def test_a_sequence_past_the_position_table_is_told_to_truncate_not_to_resize_th
     page = guide(inc)
     assert "truncation=True, max_length=tokenizer.model_max_length" in page and "resize_token_embeddings" not in page
     encoder(ids[:, :8])  # truncated to the table, it runs
+
+
+class _TinyViT(torch.nn.Module):
+    """A vision transformer's learned positions: one row per patch of the image size it was built for."""
+
+    def __init__(self, patches: int) -> None:
+        super().__init__()
+        self.position_embeddings = torch.nn.Parameter(torch.zeros(1, patches + 1, 4))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        embeddings = tokens + self.position_embeddings
+        return embeddings
+
+
+def test_an_image_with_more_patches_than_the_position_table_is_an_input_longer_than_the_model() -> None:
+    """`tokens + self.position_embeddings` with more patches than the table (a larger image than the model's): the
+    broadcast is the model's positions, so the page says the input is longer and resizes or interpolates; a clash of
+    two other tensors keeps the plain broadcast page."""
+    vit = _TinyViT(patches=4)
+    tokens = torch.zeros(2, 10, 4)
+    live, printed = _both(lambda: vit(tokens))
+    assert live == printed == "broadcast_shape_mismatch"
+    inc = root(lambda: vit(tokens))
+    assert inc.title == "an input longer than the model's position table"
+    page = guide(inc)
+    assert "10 positions where its `position_embeddings` holds 5" in page and "interpolate_pos_encoding=True" in page
+    vit(tokens[:, :5])  # as many tokens as the table has rows, it runs
+    other = root(lambda: torch.zeros(2, 10, 4) + torch.zeros(1, 5, 4))
+    assert other.rule == "broadcast_shape_mismatch" and other.title == "tensor sizes do not broadcast"
