@@ -372,3 +372,20 @@ def test_an_image_with_more_patches_than_the_position_table_is_an_input_longer_t
     vit(tokens[:, :5])  # as many tokens as the table has rows, it runs
     other = root(lambda: torch.zeros(2, 10, 4) + torch.zeros(1, 5, 4))
     assert other.rule == "broadcast_shape_mismatch" and other.title == "tensor sizes do not broadcast"
+
+
+def test_integer_targets_for_a_binary_cross_entropy_are_the_targets_dtype_and_the_fix_runs() -> None:
+    """`BCEWithLogitsLoss` given 0/1 labels kept as int64: torch says only that a float result cannot be cast to Long;
+    the failing lines name the loss, so the cause is the target's dtype, and the page's fix runs as written."""
+    logits = torch.randn(4, 3)
+    target = torch.tensor([[0, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 0]])
+    criterion = torch.nn.BCEWithLogitsLoss()
+    live, printed = _both(lambda: criterion(logits, target))
+    assert live == printed == "target_shape_mismatch"
+    fix = str(root(lambda: criterion(logits, target)).guide["fix"])
+    assert "`target = target.float()`" in fix and "F.cross_entropy(logits, target.argmax(1))" in fix
+    criterion(logits, target.float())
+    F.cross_entropy(logits, target.argmax(1))
+    # the same words outside a loss (an in-place sum into an integer tensor) stay a dtype clash
+    total = torch.zeros(3, dtype=torch.long)
+    assert _both(lambda: total.add_(torch.rand(3)))[0] == "dtype_mismatch"
