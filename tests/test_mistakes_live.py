@@ -389,3 +389,19 @@ def test_integer_targets_for_a_binary_cross_entropy_are_the_targets_dtype_and_th
     # the same words outside a loss (an in-place sum into an integer tensor) stay a dtype clash
     total = torch.zeros(3, dtype=torch.long)
     assert _both(lambda: total.add_(torch.rand(3)))[0] == "dtype_mismatch"
+
+
+def test_a_feature_width_clash_beside_the_position_table_is_no_input_length() -> None:
+    """`x + self.pos_embedding` where the widths differ (dim 2), not the lengths: the plain broadcast page."""
+
+    class WrongWidth(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.pos_embedding = torch.nn.Parameter(torch.zeros(1, 5, 8))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.pos_embedding
+
+    inc = root(lambda: WrongWidth()(torch.zeros(2, 5, 4)))
+    assert inc.rule == "broadcast_shape_mismatch" and inc.title == "tensor sizes do not broadcast"
+    assert "position table" not in guide(inc)
