@@ -119,6 +119,7 @@ def test_data_travel_in_a_wheel_and_not_beside_an_editable_install(tmp_path: Pat
         "kbdebug/grammars/kernel_assert/parsers.json",
         "kbdebug/knowledge/rules.json",
         "kbdebug/knowledge/guides.json",
+        "kbdebug/knowledge/guides.code",
         "kbdebug/render/templates/compiled.json",
         "kbdebug/cli/app.py",
     } <= names
@@ -224,11 +225,13 @@ def test_the_shipped_report_templates_are_what_jinja_makes_of_them_now() -> None
 def test_the_shipped_guide_fragments_are_what_jinja_makes_of_the_bundled_rules_now() -> None:
     """knowledge/guides.json holds the Python jinja2 generates for every bundled rule's guide sections, derived
     facts and commands and for the phrases (`python -m kbdebug.render` writes it); a test fails while it is stale."""
-    from kbdebug.diagnoser.guides import COMPILED_GUIDES
+    from kbdebug.diagnoser.guides import COMPILED_GUIDES, COMPILED_GUIDES_CODE
     from kbdebug.render.__main__ import compiled_guides
 
-    on_disk = json.loads((data_dir("knowledge") / COMPILED_GUIDES).read_text(encoding="utf-8"))
-    assert on_disk == compiled_guides(), "knowledge/guides.json is stale: run `python -m kbdebug.render` and commit it"
+    index, code = compiled_guides()
+    stale = "knowledge/guides.json or guides.code is stale: run `python -m kbdebug.render` and commit them"
+    assert json.loads((data_dir("knowledge") / COMPILED_GUIDES).read_text(encoding="utf-8")) == index, stale
+    assert (data_dir("knowledge") / COMPILED_GUIDES_CODE).read_bytes() == code, stale
 
 
 def test_a_run_with_no_cache_renders_guides_from_the_shipped_python(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -256,6 +259,26 @@ def test_a_run_with_no_cache_renders_guides_from_the_shipped_python(monkeypatch:
     finally:
         guides._fragment_env.cache_clear()
         guides._template.cache_clear()
+
+
+def test_an_indexed_shipped_file_is_read_where_its_index_points_and_a_damaged_one_costs_only_the_compile(tmp_path: Path) -> None:
+    import jinja2
+
+    from kbdebug.core.templating import ShippedTemplates, indexed_templates
+
+    for name, text in (("a.j2", "{{ x }} first"), ("b.j2", "{{ x }} second")):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False)
+    index, code = indexed_templates(env, ["a.j2", "b.j2"], "t.code", "<test>")
+    assert len(json.dumps(index)) < 600 and code.count(b"second") == 1  # the index holds no code
+    (tmp_path / "t.json").write_text(json.dumps(index), encoding="utf-8")
+    (tmp_path / "t.code").write_bytes(code.replace(b"second", b"shippd"))  # same length: the offsets hold
+    env.bytecode_cache = ShippedTemplates(None, tmp_path / "t.json", env)
+    assert env.get_template("b.j2").render(x=1) == "1 shippd"  # the shipped code is what runs
+    (tmp_path / "t.code").write_bytes(code[:10])  # cut short: each template is compiled from its text
+    damaged = jinja2.Environment(loader=jinja2.FileSystemLoader(str(tmp_path)), optimized=False)
+    damaged.bytecode_cache = ShippedTemplates(None, tmp_path / "t.json", damaged)
+    assert damaged.get_template("b.j2").render(x=1) == "1 second"
 
 
 def test_a_shipped_template_is_used_only_for_its_own_text_and_environment(tmp_path: Path) -> None:

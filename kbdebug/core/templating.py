@@ -85,15 +85,31 @@ def compiled_templates(env: jinja2.Environment, names: list[str]) -> dict[str, A
     return {"environment": environment_key(env), "templates": out}
 
 
+def indexed_templates(env: jinja2.Environment, names: list[str], code_file: str, label: str) -> tuple[dict[str, Any], bytes]:
+    """`compiled_templates` for many templates, as an index and the Python itself: the index (what `ShippedTemplates`
+    reads first, a few kilobytes) says where in `code_file` each template's Python lies, so a run reads only the
+    templates it renders. `label` names them all in tracebacks (a guide fragment's name is its whole text)."""
+    whole = compiled_templates(env, names)
+    code = bytearray()
+    index: dict[str, Any] = {}
+    for checksum, entry in whole["templates"].items():
+        python = entry["python"].encode("utf-8")
+        index[checksum] = {"name": label, "at": [len(code), len(python)]}
+        code += python
+    return {"environment": whole["environment"], "code": code_file, "templates": index}, bytes(code)
+
+
 class ShippedTemplates(jinja2.BytecodeCache):
     """The package's own templates, compiled when the package was made: their Python, shipped beside them
-    (`compiled.json`), is compiled by Python alone, a fifth of jinja2's work. Read where the user's cache (`user`)
+    (`compiled.json`; or an index whose entries point into a code file, `indexed_templates`), is compiled by Python
+    alone, a fifth of jinja2's work. Read where the user's cache (`user`)
     has no bytecode: a first run, a read-only home, `KBDEBUG_NO_CACHE=1`. A template whose text changed since, or
     an environment or jinja2 that generates other code, finds nothing shipped and is compiled as usual."""
 
     def __init__(self, user: jinja2.BytecodeCache | None, shipped: Path, env: jinja2.Environment) -> None:
         self.user, self.shipped, self.env = user, shipped, env
         self._entries: dict[str, Any] | None = None
+        self._code_file: str | None = None  # where an indexed file keeps the Python (`indexed_templates`)
 
     def _templates(self) -> dict[str, Any]:
         if self._entries is None:
@@ -101,9 +117,22 @@ class ShippedTemplates(jinja2.BytecodeCache):
                 data = json.loads(self.shipped.read_text(encoding="utf-8"))
                 ok = isinstance(data, dict) and data.get("environment") == environment_key(self.env)
                 self._entries = data["templates"] if ok and isinstance(data.get("templates"), dict) else {}
+                self._code_file = data.get("code") if ok else None
             except (OSError, ValueError):
                 self._entries = {}
         return self._entries
+
+    def _python(self, entry: dict[str, Any]) -> str:
+        """An entry's Python: held in the index itself, or at `at` (offset, length) in the code file it names."""
+        if "python" in entry:
+            return str(entry["python"])
+        offset, length = entry["at"]
+        with open(self.shipped.parent / str(self._code_file), "rb") as fh:
+            fh.seek(int(offset))
+            data = fh.read(int(length))
+        if len(data) != length:
+            raise ValueError("the shipped code file is shorter than its index says")
+        return data.decode("utf-8")
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         if self.user is not None:
@@ -111,8 +140,8 @@ class ShippedTemplates(jinja2.BytecodeCache):
         if bucket.code is None:
             entry = self._templates().get(bucket.checksum)
             try:
-                bucket.code = compile(entry["python"], entry["name"], "exec") if isinstance(entry, dict) else None
-            except (KeyError, TypeError, ValueError, SyntaxError):
+                bucket.code = compile(self._python(entry), entry["name"], "exec") if isinstance(entry, dict) else None
+            except (KeyError, TypeError, ValueError, SyntaxError, OSError, UnicodeDecodeError):
                 bucket.reset()  # a damaged entry: compiled from the template as usual
             if bucket.code is not None and self.user is not None:
                 self.user.dump_bytecode(bucket)  # the next run reads its bytecode, as for any template

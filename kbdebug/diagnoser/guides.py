@@ -54,7 +54,8 @@ def guide_environment() -> jinja2.Environment:
 
 # The Python jinja2 makes of the bundled rules' fragments and of the phrases (`python -m kbdebug.render` writes it):
 # a run with no cache of its own compiles that Python, not the templates (kbdebug.core.templating.ShippedTemplates).
-COMPILED_GUIDES = "guides.json"
+COMPILED_GUIDES = "guides.json"  # the index: each fragment's checksum, and where its Python lies in ...
+COMPILED_GUIDES_CODE = "guides.code"  # ... this file, read only for the fragments a run renders
 
 
 @cache
