@@ -21,7 +21,7 @@ from kbdebug._resources import data_dir
 from kbdebug.authoring.examples import check_examples
 from kbdebug.authoring.facts import rule_vocabulary
 from kbdebug.kb.layout import rule_paths
-from kbdebug.kb.loader import RuleFileError, read_rule, read_rule_data, rule_templates
+from kbdebug.kb.loader import RuleFileError, bundled_rules, read_rule_data, rule_templates
 from kbdebug.kb.model import Rule
 
 
@@ -166,7 +166,7 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
         loaded.append((path, rule, data))
     home = data_dir("knowledge").resolve()
     own = home in (directory.resolve(), *directory.resolve().parents)  # a bundled rule's folder lints as bundled
-    bundled = [] if directory.resolve() == home else _bundled_rules()
+    bundled = [] if directory.resolve() == home else bundled_rules()
     bundled_ids = {r.id for r in bundled}
     for path, rule, _ in loaded:
         if rule is not None and rule.id in bundled_ids and warnings is not None and not own:
@@ -189,12 +189,3 @@ def lint_directory(directory: Path, warnings: list[str] | None = None) -> list[s
                 problems.append(f"{directory}: examples: not run: no knowledge base loads while a rule file is broken (see its lines)")
     problems.sort(key=lambda line: line.split(": ", 1)[0])  # grouped by file, each file's in the order found
     return problems
-
-
-def _bundled_rules() -> list[Rule]:
-    rules = []
-    for path in rule_paths(data_dir("knowledge")):
-        rule, _ = read_rule(path)
-        if rule is not None:
-            rules.append(rule)
-    return rules

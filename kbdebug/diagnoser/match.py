@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Sequence, Set
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, cast
 
 from kbdebug.core.facts import Facts, merge
 from kbdebug.core.phrases import may_hold, texts_score
@@ -19,7 +19,6 @@ from kbdebug.kb.patterns import Pattern
 from kbdebug.records import Record
 
 DEVICE_KINDS = ("kernel_assert", "sanitizer")
-T = TypeVar("T")
 
 
 def field_text(rec: Record, name: str) -> str | None:

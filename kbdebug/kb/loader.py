@@ -66,6 +66,17 @@ def read_rule(path: Path, data: bytes | None = None) -> tuple[Rule | None, list[
     return rule, problems
 
 
+def bundled_rules() -> list[Rule]:
+    """The package's own rules, each read from its files alone (no KBDEBUG_KNOWLEDGE or --kb folder); a rule that
+    does not read is left out (`kbdebug rules lint` lists its problems): what the authoring tools compare against."""
+    rules = []
+    for path in rule_paths(data_dir("knowledge")):
+        rule, _ = read_rule(path)
+        if rule is not None:
+            rules.append(rule)
+    return rules
+
+
 def read_rule_data(path: Path, data: bytes | None = None, bundled: bool = False) -> tuple[Rule | None, list[str], dict[str, Any]]:
     """As read_rule, plus the file's parsed TOML, so that lint can look further into a rule the model rejects.
 

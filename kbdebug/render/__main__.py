@@ -4,7 +4,6 @@ knowledge/guides.json and guides.code (the bundled rules' guide fragments and th
 Python it points into)."""
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,15 +11,14 @@ from typing import Any
 from kbdebug._resources import data_dir
 from kbdebug.core.templating import compiled_templates, indexed_templates
 from kbdebug.diagnoser.guides import COMPILED_GUIDES, COMPILED_GUIDES_CODE, fragments, guide_environment
-from kbdebug.kb import load_kb
+from kbdebug.kb.loader import bundled_rules
 from kbdebug.render.environment import COMPILED, _env
 
 
 def compiled_guides() -> tuple[dict[str, Any], bytes]:
     """The bundled rules' fragments as the guide stage compiles them (no rule folder of the user's): the index and
     the code file it points into."""
-    os.environ.pop("KBDEBUG_KNOWLEDGE", None)
-    return indexed_templates(guide_environment(), fragments(load_kb().rules), COMPILED_GUIDES_CODE, "<guide fragment>")
+    return indexed_templates(guide_environment(), fragments(bundled_rules()), COMPILED_GUIDES_CODE, "<guide fragment>")
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

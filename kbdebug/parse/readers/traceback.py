@@ -124,22 +124,12 @@ class TracebackReader(Reader):
             self.expect_code = False
         elif self.exc is None and self.plain_frames and self.frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
             # after a plain frame and its source line, a line that is neither is the exception line: one whose
-            # type the grammar does not know by its name (_QUALIFIED_EXC), or one without its `Type: ` (only the
-            # message was pasted) ...
+            # type the grammar does not know by its name (_QUALIFIED_EXC), or one without its `Type: `
             qualified = _QUALIFIED_EXC.match(stripped)
             if qualified:
                 self._start_exc(line, qualified.group(1), qualified.group(2) or "")
-                self._after(line)
-                return False
-            literal = raised_literal(self.frames[-1].code or "")
-            n = min(MIN_CUT_MESSAGE, len(literal[1])) if literal else 0
-            if literal and n and stripped[:n] != literal[1][:n]:
-                # ... unless the frame raises a literal this line is not: the paste was cut before the error
-                # line and other output follows; the literal is the error it was about to print
-                self._start_exc(line, *literal)
-                self.exc_lines = MAX_MESSAGE_LINES
-            else:  # the message of the literal the frame raises is of the literal's type
-                self._start_exc(line, literal[0] if literal and n else "", stripped)
+            else:
+                self._untyped_exception(line, stripped)
         elif self.exc is None and stripped and not text[:1].isspace() and self._message_may_follow() and self.sink.holds_message(line):
             # a message of a known form under a lone source line or IPython's frames (whose context lines are no
             # message): the error pasted without its `Type: `
@@ -153,6 +143,18 @@ class TracebackReader(Reader):
                 self.exc_lines += 1
         self._after(line)
         return False
+
+    def _untyped_exception(self, line: Line, stripped: str) -> None:
+        """The line under a plain frame and its source line, without its `Type: ` (only the message was pasted) ..."""
+        literal = raised_literal(self.frames[-1].code or "")
+        n = min(MIN_CUT_MESSAGE, len(literal[1])) if literal else 0
+        if literal and n and stripped[:n] != literal[1][:n]:
+            # ... unless the frame raises a literal this line is not: the paste was cut before the error
+            # line and other output follows; the literal is the error it was about to print
+            self._start_exc(line, *literal)
+            self.exc_lines = MAX_MESSAGE_LINES
+        else:  # the message of the literal the frame raises is of the literal's type
+            self._start_exc(line, literal[0] if literal and n else "", stripped)
 
     def _message_may_follow(self) -> bool:
         """After a lone source line (no frame), or after IPython's frames; Python's plain frames are read above."""
