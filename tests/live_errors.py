@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 
 import pytest
 
 from kbdebug import diagnose
 from kbdebug.diagnosis import Incident
+
+
+def printed(fn: Callable[[], object]) -> str:
+    """The traceback Python prints for the error `fn` raises, as a log holds it: what `kbdebug explain` reads of the
+    same error."""
+    with pytest.raises(BaseException) as info:
+        fn()
+    return "".join(traceback.format_exception(info.value))
 
 
 def root(fn: Callable[[], object]) -> Incident:

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import socket
-import traceback
 
 import pytest
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
-from live_errors import guide, root  # noqa: E402
+from live_errors import guide, printed, root  # noqa: E402
 
 from kbdebug import diagnose_text  # noqa: E402
 
@@ -52,13 +51,8 @@ def test_parameters_no_loss_reaches_are_named_with_the_fix_for_ddp() -> None:
     assert "print([names[i] for i in [2, 3]])" in page and "find_unused_parameters=True" in page
     names = [n for n, _ in _TwoHeads().named_parameters()]  # the page's confirmation, as written
     assert [names[i] for i in [2, 3]] == ["aux.weight", "aux.bias"]
-    text = ""
-    try:
-        _two_steps()
-    except RuntimeError as exc:
-        text = "".join(traceback.format_exception(exc))
-    printed = diagnose_text(text).root
-    assert printed is not None and printed.rule == "other" and printed.facts["unused_param_indices"] == [2, 3]
+    read = diagnose_text(printed(_two_steps)).root
+    assert read is not None and read.rule == "other" and read.facts["unused_param_indices"] == [2, 3]
 
 
 def test_the_names_torch_distributed_debug_prints_are_quoted() -> None:

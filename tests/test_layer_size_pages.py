@@ -5,7 +5,6 @@ names, and what to change. Read live and from the printed traceback of the same 
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from live_errors import guide, root  # noqa: E402
+from live_errors import guide, printed, root  # noqa: E402
 
 from kbdebug import diagnose_text  # noqa: E402
 
@@ -148,12 +147,13 @@ def test_the_page_names_the_sizes_and_the_change(name: str) -> None:
     text = " ".join(guide(inc).split())
     assert inc.rule == "other", text
     assert [s for s in says if s not in text] == [], text
-    try:
-        fn()
-    except Exception as exc:
-        printed = diagnose_text("".join(traceback.format_exception(exc))).root
-    assert printed is not None and printed.rule == "other" and printed.facts["message_template"] == inc.facts["message_template"]
-    assert [s for s in says if s not in " ".join(guide(printed).split())] == []
+    printed_root = diagnose_text(printed(fn)).root
+    assert (
+        printed_root is not None
+        and printed_root.rule == "other"
+        and printed_root.facts["message_template"] == inc.facts["message_template"]
+    )
+    assert [s for s in says if s not in " ".join(guide(printed_root).split())] == []
 
 
 def test_a_dim_out_of_range_is_not_explained_as_a_sequence_index() -> None:

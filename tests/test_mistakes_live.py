@@ -6,7 +6,6 @@ the op kept as evidence, through `diagnose(exc)` and through `explain` of the sa
 from __future__ import annotations
 
 import argparse
-import traceback
 from collections.abc import Callable
 
 import pytest
@@ -14,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from live_errors import guide, root  # noqa: E402
+from live_errors import guide, printed, root  # noqa: E402
 
 from kbdebug import diagnose_text  # noqa: E402
 
@@ -22,12 +21,7 @@ from kbdebug import diagnose_text  # noqa: E402
 def _both(fn: Callable[[], object]) -> tuple[str, str]:
     """The root rule read live and the one read from the printed traceback of the same error."""
     inc = root(fn)
-    text = ""
-    try:
-        fn()
-    except BaseException as exc:  # any error the case raises is its subject
-        text = "".join(traceback.format_exception(exc))
-    diag = diagnose_text(text)
+    diag = diagnose_text(printed(fn))
     assert diag.root is not None
     return inc.rule, diag.root.rule
 

@@ -7,27 +7,16 @@ vectors of different lengths gets a guide about a dot product, not about broadca
 
 from __future__ import annotations
 
-import traceback
-from collections.abc import Callable
-
 import pytest
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from live_errors import guide, root  # noqa: E402
+from live_errors import guide, printed, root  # noqa: E402
 
 from kbdebug import diagnose_text  # noqa: E402
 
 PAIR_RULES = {"channel_onehot_mismatch", "target_shape_mismatch", "batch_size_mismatch"}
-
-
-def _printed(fn: Callable[[], object]) -> str:
-    try:
-        fn()
-    except BaseException as exc:  # any error the case raises is its subject
-        return "".join(traceback.format_exception(exc))
-    raise AssertionError("the case raised nothing")
 
 
 def _lstm_hidden_of_another_batch() -> object:
@@ -75,10 +64,10 @@ CASES = {
 def test_one_tensors_two_shapes_name_no_prediction_label_cause(name: str) -> None:
     fn, want = CASES[name]
     live = root(fn)
-    printed = diagnose_text(_printed(fn)).root
-    assert printed is not None
-    assert (live.rule, printed.rule) == (want, want)
-    assert "shape_relation" not in live.facts and "shape_relation" not in printed.facts
+    read = diagnose_text(printed(fn)).root
+    assert read is not None
+    assert (live.rule, read.rule) == (want, want)
+    assert "shape_relation" not in live.facts and "shape_relation" not in read.facts
 
 
 def test_expand_is_explained_as_expand_with_the_users_sizes() -> None:
