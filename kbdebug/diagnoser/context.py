@@ -240,7 +240,7 @@ def dtype_roles(facts: dict[str, Any]) -> dict[str, Any]:
     b = torch_dtype(facts.get("dtype_b") or facts.get("expected"))
     if template == "index_dtype":
         a, b = a, "int64"
-    elif template == "not_implemented":  # `"addmm_impl_cpu_" not implemented for 'Half'`: one dtype, the op lacks it
+    elif template in ("not_implemented", "float_only"):  # one dtype, which the op has no kernel for or no use for
         a, b = torch_dtype(facts.get("found")), DEFAULT_FLOAT
     if a is None or b is None or a == b:
         return {}

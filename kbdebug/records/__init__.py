@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kbdebug.core.facts import Facts
 from kbdebug.core.frames import basename, is_library_path, location
+from kbdebug.core.quoting import quoted_message
 from kbdebug.core.shapes import relation, shape_facts, shapes_in
 from kbdebug.core.values import size_bytes
 from kbdebug.records.base import Record, Triple
@@ -117,6 +118,9 @@ class PyException(Record):
     # Printed under `Exception ignored in: ...` by Python's unraisable hook: raised where it could not propagate (a
     # `__del__`, a callback, atexit) and ignored, so the program went on; it is no failure by itself. Never dumped.
     ignored: bool = Field(default=False, exclude=True)
+    # Printed as `Type:` with its message from the next line on (a text that begins with a newline, as transformers'
+    # import errors do): the message is that paragraph, not whatever follows a bare `Type`. Never dumped.
+    paragraph: bool = Field(default=False, exclude=True)
 
     @property
     def folded_message(self) -> str:
@@ -193,7 +197,7 @@ class PyException(Record):
         return None
 
     def facts(self) -> Facts:
-        f = super().facts() | {"error_message": self.message.split("\n")[0].strip()}
+        f = super().facts() | {"error_message": quoted_message(self.message) if self.paragraph else self.message.split("\n")[0].strip()}
         if self.worker is not None:
             f["worker"] = self.worker
         if self.replica is not None:

@@ -24,6 +24,7 @@ from typing import Any
 from kbdebug import _regex_cache
 from kbdebug.core.facts import Facts, InplaceWrite, ModuleCounts, TensorInfo
 from kbdebug.core.frames import location, user_frame
+from kbdebug.core.quoting import quoted_message
 from kbdebug.core.values import dtype_name, plain_number
 from kbdebug.diagnoser.context import LABEL_NAME, call_settings, launch_command
 from kbdebug.diagnosis import LiveEvidence, LiveSite
@@ -146,9 +147,10 @@ def read_site(exc: BaseException, found: tuple[FrameType, int, str] | None, save
     the chain's), its source line, its tensors and modules; `saved_shape`, the shape of a tensor saved for
     backward that was written in place (its message says), asks where in that function it was written."""
     facts: Facts = {"error_type": type_name(type(exc))}
-    text = safe_str(exc).strip()
+    said = safe_str(exc)
+    text = said.strip()
     if text:
-        facts["error_message"] = _bounded([text.splitlines()[0].strip()])[0]
+        facts["error_message"] = _bounded([quoted_message(said)])[0]
     if found is None:
         return LiveSite(facts)
     frame, line, code = found

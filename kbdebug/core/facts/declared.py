@@ -303,6 +303,13 @@ class Facts(TypedDict, total=False):
         list[int], _f("the hidden state an RNN expects for its input: (layers * directions, batch, hidden size)", "message")
     ]
     hidden_given: Annotated[list[int], _f("the hidden state it was given", "message")]
+    bmm_expected: Annotated[
+        list[int],
+        _f("the (batch, contraction) dims a batched matmul needed of its second operand: the first's batch and last dim", "message"),
+    ]
+    bmm_given: Annotated[list[int], _f("the second operand's first two dims as they were", "message")]
+    inplace_shape: Annotated[list[int], _f("the shape of the tensor an op wrote its result into (in place, or out=)", "message")]
+    broadcast_result: Annotated[list[int], _f("the shape the op's result broadcast to, larger than that tensor", "message")]
     norm_input_channels: Annotated[int, _f("the channels (dim 1) of the input a batch norm was given", "message")]
     norm_features: Annotated[int, _f("the num_features a batch norm was built for (its running stats' size)", "message")]
     normalized_shape: Annotated[list[int], _f("a LayerNorm's normalized_shape: the input's last dims it expects", "message")]

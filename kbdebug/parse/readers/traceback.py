@@ -298,6 +298,10 @@ class TracebackReader(Reader):
                 return False
             self._close_exc()
             self._start_exc(line, exc_type, msg)
+            assert self.exc is not None
+            # `Type:` with nothing after it: the message was written as a paragraph (its text begins with a newline),
+            # printed from the next line; a bare `Type` has no message, whatever lines follow it
+            self.exc.paragraph = not msg and line.text.rstrip().endswith(":")
         return True
 
     def _fatal_dump(self, line: Line, kind: str, f: Fields) -> bool:

@@ -1,0 +1,123 @@
+"""Everyday ops' own checks, raised live by CPU torch and read from their printed tracebacks: an integer tensor given
+to an op that computes in floating point (mean, std, norms, linalg, requires_grad) is `dtype_mismatch`; a batched
+matmul or a matrix-vector product whose sizes differ is `matmul_shape_mismatch`; an in-place op whose result
+broadcasts larger than the tensor it writes into is `broadcast_shape_mismatch`. numpy's broadcasting errors name
+two shapes too, and no prediction/label pair: they stay `other`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from live_errors import guide, printed, root  # noqa: E402
+
+from kbdebug import diagnose_text  # noqa: E402
+
+
+def _read(fn: Callable[[], object]) -> tuple[str, str, str]:
+    """The root rule read live, the one read from the printed traceback, and the printed one's guide."""
+    live = root(fn)
+    diag = diagnose_text(printed(fn))
+    assert diag.root is not None
+    return live.rule, diag.root.rule, " ".join(guide(diag.root).split())
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda: torch.tensor([1, 2, 3]).mean(),
+        lambda: torch.tensor([1, 2, 3]).std(),
+        lambda: torch.tensor([3, 4]).norm(),
+        lambda: torch.linalg.inv(torch.eye(2, dtype=torch.long)),
+        lambda: torch.quantile(torch.tensor([1, 2, 3]), 0.5),
+    ],
+    ids=["mean", "std", "norm", "linalg_inv", "quantile"],
+)
+def test_an_integer_tensor_given_to_a_floating_point_op(fn: Callable[[], object]) -> None:
+    live, read, text = _read(fn)
+    assert (live, read) == ("dtype_mismatch", "dtype_mismatch")
+    assert root(fn).title == "an integer tensor where the op needs floating point"
+    assert "computes in floating point" in text and "is int64" in text
+    assert "x.float()" in text and "dtype=torch.float32" in text
+    assert "next(model.parameters())" not in text  # no module's parameters take part in it
+
+
+def test_requires_grad_on_integer_values_is_made_float_where_it_is_made() -> None:
+    live, read, text = _read(lambda: torch.tensor([1, 2, 3], requires_grad=True))
+    assert (live, read) == ("dtype_mismatch", "dtype_mismatch")
+    assert "Only a floating-point (or complex) tensor can require gradients" in text
+    assert "torch.tensor(values, dtype=torch.float32, requires_grad=True)" in text
+
+
+def test_batched_matmul_of_an_untransposed_operand() -> None:
+    q, k = torch.randn(8, 10, 16), torch.randn(8, 10, 16)
+    live, read, text = _read(lambda: q @ k)
+    assert (live, read) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
+    assert "to start with `[8, 16]`" in text and "got `[8, 10]`" in text
+    assert "(10 against 16)" in text
+    assert "k.transpose(-2, -1)" in text and "so that its dim -2 is 16" in text
+
+
+def test_bmm_of_two_batch_sizes_is_not_told_to_transpose() -> None:
+    a, b = torch.randn(4, 3, 5), torch.randn(3, 5, 2)
+    live, read, text = _read(lambda: torch.bmm(a, b))
+    assert (live, read) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
+    assert "hold different numbers of matrices (4 against 3)" in text
+    assert "transpose(-2, -1)" not in text
+
+
+def test_a_vector_of_another_length_than_the_matrix_has_columns() -> None:
+    m, v = torch.randn(100, 13), torch.randn(12)
+    live, read, text = _read(lambda: torch.mv(m, v))
+    assert (live, read) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
+    assert "a 100x13 matrix and a vector of 12" in text
+    assert "Give the vector 13 entries" in text
+    assert "in_features" not in text  # no Linear took part
+
+
+def test_an_in_place_sum_of_a_per_sample_loss() -> None:
+    total, loss = torch.zeros(1), torch.rand(32)
+
+    def accumulate() -> None:
+        total.add_(loss)
+
+    live, read, text = _read(accumulate)
+    assert (live, read) == ("broadcast_shape_mismatch", "broadcast_shape_mismatch")
+    assert "made a result of shape `[32]`, larger than that tensor's `[1]`" in text
+    assert "x = x + y" in text and "loss.sum()" in text
+
+
+def test_a_grayscale_image_through_normalize_with_rgb_statistics() -> None:
+    def normalize(tensor: torch.Tensor, mean: Any, std: Any) -> torch.Tensor:  # torchvision v1's, as written there
+        mean = torch.as_tensor(mean, dtype=tensor.dtype).view(-1, 1, 1)
+        std = torch.as_tensor(std, dtype=tensor.dtype).view(-1, 1, 1)
+        return tensor.sub_(mean).div_(std)
+
+    gray = torch.rand(1, 28, 28)
+
+    def transform() -> torch.Tensor:
+        mean = [0.485, 0.456, 0.406]
+        return normalize(gray, mean, [0.229, 0.224, 0.225])
+
+    live, read, text = _read(transform)
+    assert (live, read) == ("broadcast_shape_mismatch", "broadcast_shape_mismatch")
+    assert "got an image of 1 channel and a mean and std of 3 values" in text
+    assert 'Image.open(path).convert("RGB")' in text and "Normalize(mean=[0.5], std=[0.5])" in text
+
+
+def test_numpy_broadcasting_names_no_label_pair() -> None:
+    np = pytest.importorskip("numpy")
+    label = np.zeros(10)
+    confusion = np.zeros((1, 10))
+
+    def update() -> None:
+        nonlocal confusion
+        confusion += np.outer(label, label)
+
+    live, read, _ = _read(update)
+    assert (live, read) == ("other", "other")  # not batch_size_mismatch: (1, 10) against (10, 10) is no batch
+    assert _read(lambda: np.zeros((3, 4)) + np.zeros(5))[:2] == ("other", "other")

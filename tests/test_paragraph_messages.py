@@ -1,0 +1,101 @@
+"""An error whose text begins with a newline is printed from the line after its type, as a paragraph (transformers
+writes its import errors so; torch 1.x's driver check did too). The guide quotes that paragraph's first sentence,
+never an empty message; and a library's own words for a missing optional package (transformers' backends,
+FlashAttention 2, Accelerate) are `import_failure`, read live and from the printed traceback alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from live_errors import guide, printed, root
+
+from kbdebug import diagnose_text
+
+# as transformers.utils.import_utils words it (SENTENCEPIECE_IMPORT_ERROR), formatted with the class that needs it
+SENTENCEPIECE = """
+LlamaTokenizer requires the SentencePiece library but it was not found in your environment. Check out the instructions on the
+installation page of its repo: https://github.com/google/sentencepiece#installation and follow the ones
+that match your environment. Please note that you may need to restart your runtime after installation.
+"""
+FLASH = (
+    "FlashAttention2 has been toggled on, but it cannot be used due to the following error: the package flash_attn seems to "
+    "be not installed. Please refer to the documentation of https://huggingface.co/docs/transformers/perf_infer_gpu_one"
+    "#flashattention-2 to install Flash Attention 2."
+)
+
+
+def _raise(exc: BaseException) -> Callable[[], object]:
+    def fail() -> object:
+        raise exc
+
+    return fail
+
+
+def _both(fn: Callable[[], object]) -> tuple[str, str, str, str]:
+    """Rule and quoted message, live and from the printed traceback."""
+    live = root(fn)
+    diag = diagnose_text(printed(fn))
+    assert diag.root is not None
+    return live.rule, diag.root.rule, str(live.facts["error_message"]), str(diag.root.facts["error_message"])
+
+
+def test_a_backend_transformers_lacks_is_named_by_its_first_sentence() -> None:
+    fn = _raise(ImportError(SENTENCEPIECE))
+    sentence = "LlamaTokenizer requires the SentencePiece library but it was not found in your environment."
+    assert _both(fn) == ("import_failure", "import_failure", sentence, sentence)
+    text = " ".join(guide(root(fn)).split())
+    assert f"says so in its own words: `{sentence}`" in text
+    assert "`python -m pip install sentencepiece`" in text
+
+
+def test_flash_attention_2_without_flash_attn_offers_sdpa() -> None:
+    fn = _raise(ImportError(FLASH))
+    live, read, _, _ = _both(fn)
+    assert (live, read) == ("import_failure", "import_failure")
+    text = " ".join(guide(root(fn)).split())
+    assert '`attn_implementation="sdpa"`' in text and "flash-attn --no-build-isolation" in text
+
+
+def test_a_loading_option_that_needs_accelerate_gives_its_pip_command() -> None:
+    fn = _raise(ImportError("Using `low_cpu_mem_usage=True` or a `device_map` requires Accelerate: `pip install 'accelerate>=0.26.0'`"))
+    live, read, _, _ = _both(fn)
+    assert (live, read) == ("import_failure", "import_failure")
+    assert "`python -m pip install accelerate`" in " ".join(guide(root(fn)).split())
+
+
+def test_a_driver_check_written_as_a_paragraph_quotes_its_sentence() -> None:
+    fn = _raise(
+        AssertionError("\nFound no NVIDIA driver on your system. Please check that you\nhave an NVIDIA GPU and installed a driver\n")
+    )
+    live, read, said_live, said_read = _both(fn)
+    assert (live, read) == ("driver_error", "driver_error")
+    assert said_live == said_read == "Found no NVIDIA driver on your system."
+
+
+@pytest.mark.parametrize(
+    ("message", "quoted"),
+    [
+        ("size mismatch for fc.weight", "size mismatch for fc.weight"),  # one line: as it is
+        ("Error(s) in loading state_dict for Net:\n\tMissing key(s)", "Error(s) in loading state_dict for Net:"),  # the first line
+        ("\n\nNo sentence end here\nbut two lines", "No sentence end here but two lines"),  # a paragraph without a full stop
+    ],
+)
+def test_what_a_guide_quotes_of_a_message(message: str, quoted: str) -> None:
+    assert root(_raise(RuntimeError(message))).facts["error_message"] == quoted
+
+
+def test_a_bare_type_takes_no_message_from_the_lines_after_it() -> None:
+    """`AssertionError` alone has no message: the training output after it is not one, nor the guide's quote."""
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "losses.py", line 31, in soft_dice_score\n'
+        "    assert output.size() == target.size()\n"
+        "AssertionError\n"
+        "step 4100 lr 1.0e-04 grad_norm 0.812\n"
+    )
+    paragraph = text.replace("AssertionError\n", "AssertionError: \n")
+    bare, para = diagnose_text(text).root, diagnose_text(paragraph).root
+    assert bare is not None and para is not None
+    assert bare.facts.get("error_message") == ""
+    assert para.facts.get("error_message") == "step 4100 lr 1.0e-04 grad_norm 0.812"  # `Type:` then text: its message
