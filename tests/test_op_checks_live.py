@@ -121,3 +121,19 @@ def test_numpy_broadcasting_names_no_label_pair() -> None:
     live, read, _ = _read(update)
     assert (live, read) == ("other", "other")  # not batch_size_mismatch: (1, 10) against (10, 10) is no batch
     assert _read(lambda: np.zeros((3, 4)) + np.zeros(5))[:2] == ("other", "other")
+
+
+def test_an_rnn_hidden_state_made_on_another_device() -> None:
+    rnn, x = torch.nn.GRU(4, 8), torch.randn(3, 2, 4)
+    h0 = torch.zeros(1, 2, 8, device="meta")  # a device that runs nowhere stands in for the CPU beside a GPU
+    live, read, text = _read(lambda: rnn(x, h0))
+    assert (live, read) == ("device_mismatch", "device_mismatch")
+    assert "An RNN got its input on cpu and the initial hidden state it was given on meta" in text
+    assert "h0 = torch.zeros(num_layers, x.size(1), hidden_size, device=x.device)" in text
+
+
+def test_an_rnn_whose_weights_were_moved_elsewhere() -> None:
+    rnn = torch.nn.LSTM(4, 8).to("meta")
+    live, read, text = _read(lambda: rnn(torch.randn(3, 2, 4)))
+    assert (live, read) == ("device_mismatch", "device_mismatch")
+    assert "model.to(device)" in text and "initial hidden state" not in text

@@ -220,7 +220,12 @@ CAST_METHODS = {
 }
 DEFAULT_FLOAT = "float32"  # torch's default dtype: what parameters are made in, and so what an input must match
 # Which operand a template's `dtype_a` / `dtype_b` is (the other names its operands itself: `mat1`, `m1`).
-_SIDES = {"input_bias_type": ("input", "bias"), "rnn_dtype": ("input", "weight"), "index_put_dtype": ("source", "destination")}
+_SIDES = {
+    "input_bias_type": ("input", "bias"),
+    "rnn_dtype": ("input", "weight"),
+    "rnn_hidden_dtype": ("input", "hidden state"),
+    "index_put_dtype": ("source", "destination"),
+}
 
 
 def torch_dtype(name: object) -> str | None:
