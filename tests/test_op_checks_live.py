@@ -137,3 +137,20 @@ def test_an_rnn_whose_weights_were_moved_elsewhere() -> None:
     live, read, text = _read(lambda: rnn(torch.randn(3, 2, 4)))
     assert (live, read) == ("device_mismatch", "device_mismatch")
     assert "model.to(device)" in text and "initial hidden state" not in text
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda: torch.zeros(5)[torch.tensor([0.0, 2.0])],
+        lambda: torch.zeros(5).index_select(0, torch.tensor([1.0])),
+        lambda: torch.zeros(5).index_copy_(0, torch.tensor([1.0]), torch.ones(1)),
+        lambda: torch.zeros(5).take(torch.tensor([1.0])),
+    ],
+    ids=["advanced_indexing", "index_select", "index_copy", "take"],
+)
+def test_an_index_tensor_of_floats(fn: Callable[[], object]) -> None:
+    live, read, text = _read(fn)
+    assert (live, read) == ("dtype_mismatch", "dtype_mismatch")
+    assert "An index tensor that is not of integers was used to pick elements" in text
+    assert "idx = idx.long()" in text
