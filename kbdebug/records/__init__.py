@@ -283,7 +283,7 @@ class CppException(Record):
 
 
 class Oom(Record):
-    """A CUDA out-of-memory message; figures kept as printed (`2.00 GiB`)."""
+    """A GPU out-of-memory message (CUDA, XPU, HIP, Apple's MPS); figures kept as printed (`2.00 GiB`)."""
 
     kind: Literal["oom"] = "oom"
     FIELD_FACTS = (
@@ -299,6 +299,7 @@ class Oom(Record):
         "allocated_by_pytorch",
         "reserved_but_unallocated",
         "private_pools",
+        "other_allocations",
     )
     exc_type: str | None = None
     device: str = "CUDA"
@@ -314,9 +315,13 @@ class Oom(Record):
     allocated_by_pytorch: str | None = None
     reserved_but_unallocated: str | None = None
     private_pools: str | None = None
+    # MPS only: read as a fact, and not dumped with the record, whose JSON stays as it was for every other device
+    other_allocations: str | None = Field(default=None, exclude=True)
 
     def facts(self) -> Facts:
         f = super().facts() | self._fields(*self.FIELD_FACTS)
+        if self.device != "CUDA":
+            f["oom_device"] = self.device
         if self.exc_type:
             f["error_type"] = self.exc_type
         spare, want, total = (size_bytes(x) for x in (self.reserved_but_unallocated, self.tried_to_allocate, self.total_capacity))

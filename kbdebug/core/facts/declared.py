@@ -139,6 +139,8 @@ class Facts(TypedDict, total=False):
     allocated_by_pytorch: Annotated[str, _f("memory allocated by PyTorch", "oom")]
     reserved_but_unallocated: Annotated[str, _f("memory reserved but unallocated (fragmentation)", "oom")]
     private_pools: Annotated[str, _f("memory held by private pools (CUDA graphs)", "oom")]
+    other_allocations: Annotated[str, _f("MPS: memory of the process's other allocations on the shared memory", "oom")]
+    oom_device: Annotated[str, _f("the device out of memory when it is not CUDA, as the message names it (XPU, HIP, MPS)", "oom")]
     fragmented: Annotated[bool, _f("the spare cached memory would have held the request", "oom")]
     # -- distributed
     nccl_event: Annotated[str, _f("the NCCL event (timeout, error, abort)", "nccl")]
