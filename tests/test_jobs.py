@@ -70,6 +70,7 @@ CASES = {
     "gpu_xid79.log": "gpu_hardware_fault",
     "gpu_ecc.log": "gpu_hardware_fault",
     "gpu_xid48_journal.log": "gpu_hardware_fault",
+    "driver_container_toolkit.log": "driver_error",
     # root first: the OOM behind a worker's kill, the CUDA OOM inside a DataLoader worker
     "root_cuda_oom_then_killed.log": "cuda_oom",
     "root_worker_cuda_oom.log": "cuda_oom",
@@ -346,3 +347,12 @@ def test_a_real_zero_division_from_an_empty_loader() -> None:
         _ = 1.0 / len(loader)
     root = diagnose(info.value).root
     assert root is not None and (root.rule, root.facts["retry"]) == ("zero_division", "no")
+
+
+def test_a_container_that_cannot_get_its_gpu_is_sent_to_the_host_toolkit() -> None:
+    root = root_of("driver_container_toolkit.log")
+    assert root.title == "the container cannot get the GPU (NVIDIA Container Toolkit)"
+    text = " ".join(" ".join(str(root.guide.get(k, "")) for k in ("what", "why", "confirm", "fix")).split())
+    assert 'could not select device driver "" with capabilities: [[gpu]]`' in text
+    assert "nvidia-ctk runtime configure --runtime=docker" in text and "docker run --rm --gpus all ubuntu nvidia-smi" in text
+    assert "pip install" not in text  # not torch's build: the host's container runtime

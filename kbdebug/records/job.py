@@ -105,7 +105,7 @@ class JobEvent(Record):
     kind: Literal["job_event"] = "job_event"
     FIELD_FACTS = ("pid", "process", "xid", "pci", "job_id", "node", "reason", "signal", "task")
     event: str
-    source: Literal["kernel", "scheduler", "glibc", "dataloader", "launcher"]
+    source: Literal["kernel", "scheduler", "glibc", "dataloader", "launcher", "container"]
     text: str = ""
     pid: int | None = None
     process: str | None = None

@@ -18,7 +18,7 @@ from kbdebug.records import JobEvent, ProcessExit
 from kbdebug.records.job import exit_status, signal_of_status, signal_of_text
 
 # Who prints each line kind, and the signal it implies where the line names none
-Source = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher"]
+Source = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher", "container"]
 _SOURCES: dict[str, tuple[Source, str | None]] = {
     "oom_killed_process": ("kernel", "SIGKILL"),
     "oom_kill": ("kernel", "SIGKILL"),
@@ -34,6 +34,7 @@ _SOURCES: dict[str, tuple[Source, str | None]] = {
     "k8s_oomkilled": ("scheduler", "SIGKILL"),
     "k8s_evicted": ("scheduler", None),
     "preempted": ("scheduler", None),
+    "container_gpu": ("container", None),
     "kernel_fault": ("kernel", None),
     "heap_corruption": ("glibc", "SIGABRT"),
     "stack_smashing": ("glibc", "SIGABRT"),
