@@ -1,7 +1,8 @@
 """An error whose text begins with a newline is printed from the line after its type, as a paragraph (transformers
 writes its import errors so; torch 1.x's driver check did too). The guide quotes that paragraph's first sentence,
-never an empty message; and a library's own words for a missing optional package (transformers' backends,
-FlashAttention 2, Accelerate) are `import_failure`, read live and from the printed traceback alike."""
+never an empty message; and a library's own words for an environment that cannot load its code (transformers'
+backends, FlashAttention 2, Accelerate, an ImportError saying what it requires, NumPy 2 under a module built for 1.x,
+another cuDNN on LD_LIBRARY_PATH) are `import_failure`, read live and from the printed traceback alike."""
 
 from __future__ import annotations
 
@@ -99,3 +100,36 @@ def test_a_bare_type_takes_no_message_from_the_lines_after_it() -> None:
     assert bare is not None and para is not None
     assert bare.facts.get("error_message") == ""
     assert para.facts.get("error_message") == "step 4100 lr 1.0e-04 grad_norm 0.812"  # `Type:` then text: its message
+
+
+def test_an_import_error_that_says_what_it_requires() -> None:
+    fn = _raise(ImportError("TensorBoard logging requires TensorBoard version 1.15 or above"))
+    live, read, _, _ = _both(fn)
+    assert (live, read) == ("import_failure", "import_failure")
+    assert "`python -m pip install tensorboard`" in " ".join(guide(root(fn)).split())
+
+
+def test_numpy_2_under_a_module_built_for_numpy_1() -> None:
+    fn = _raise(AttributeError("_ARRAY_API not found"))
+    inc = root(fn)
+    assert (inc.rule, inc.title) == ("import_failure", "a module built for NumPy 1.x, under NumPy 2")
+    assert '`python -m pip install "numpy<2"`' in " ".join(guide(inc).split())
+
+
+def test_a_cudnn_found_before_the_one_torch_ships() -> None:
+    fn = _raise(
+        RuntimeError(
+            "cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but found runtime version (8, 5, 0). "
+            "PyTorch already comes bundled with cuDNN."
+        )
+    )
+    inc = root(fn)
+    assert inc.rule == "import_failure" and (inc.facts["cudnn_torch"], inc.facts["cudnn_found"]) == ("8, 9, 2", "8, 5, 0")
+    assert "Take the other cuDNN's directory off `LD_LIBRARY_PATH`" in " ".join(guide(inc).split())
+
+
+def test_numpy_not_available_to_torch_names_both_ways_it_happens() -> None:
+    inc = root(_raise(RuntimeError("Numpy is not available")))
+    assert inc.rule == "import_failure"
+    text = " ".join(guide(inc).split())
+    assert "Either NumPy is not installed" in text and "`python -m pip install numpy`" in text
