@@ -154,3 +154,11 @@ def test_an_index_tensor_of_floats(fn: Callable[[], object]) -> None:
     assert (live, read) == ("dtype_mismatch", "dtype_mismatch")
     assert "An index tensor that is not of integers was used to pick elements" in text
     assert "idx = idx.long()" in text
+
+
+@pytest.mark.parametrize(("fn", "op"), [(lambda: torch.cat([]), "cat"), (lambda: torch.stack([]), "stack")], ids=["cat", "stack"])
+def test_joining_an_empty_list_is_explained_as_a_loop_that_ran_zero_times(fn: Callable[[], object], op: str) -> None:
+    live, read, text = _read(fn)
+    assert (live, read) == ("other", "other")  # no cause of its own: the page still follows the op
+    assert f"The list given to `torch.{op}` was empty" in text
+    assert "an empty DataLoader" in text and "if preds: all_preds = torch.cat(preds)" in text
