@@ -162,3 +162,13 @@ def test_joining_an_empty_list_is_explained_as_a_loop_that_ran_zero_times(fn: Ca
     assert (live, read) == ("other", "other")  # no cause of its own: the page still follows the op
     assert f"The list given to `torch.{op}` was empty" in text
     assert "an empty DataLoader" in text and "if preds: all_preds = torch.cat(preds)" in text
+
+
+def test_a_trainer_batch_without_labels_names_the_keys_it_had() -> None:
+    """transformers' Trainer (not installed here): its message as the shipped example holds it."""
+    text = "ValueError: The model did not return a loss from the inputs, only the following keys: logits. For reference, the inputs it received are input_ids,attention_mask.\n"
+    inc = diagnose_text(text).root
+    assert inc is not None and inc.rule == "other"
+    page = " ".join(guide(inc).split())
+    assert "it returned only `logits`, since the batch it got held `input_ids,attention_mask` and no `labels`" in page
+    assert 'dataset.rename_column("target", "labels")' in page
