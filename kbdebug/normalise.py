@@ -113,20 +113,42 @@ _GLUE = lazy(
     # glog's own prefix (torchrun's agent, c10d): severity, date, time, thread and file:line] start a line
     r"|(?<=\S)\s+(?=[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\s]+:\d+\] )"
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
+    # the failing source line with its error glued on after it (`tp = torch.sum(gt * pr) RuntimeError: ...`): a paste
+    # whose newlines Markdown made spaces
+    rf"|(?<=[\w)\]]) +(?={EXC_NAME}: )"
 )
 # Each alternative of _GLUE needs one of these in the line (most lines hold none; asking is a tenth of the cost of
 # _GLUE's lookbehinds at every position): its texts; a kernel assert's `` ` failed.`` with more after it (a line
 # that ends there, as each assert of a flood does, has nothing glued on); a glog severity and month (` E0`, ` W1`)
-# with a `] `; a sentence's end and a `: `. Keep them beside _GLUE: tests/test_normalise_damage.py checks every line
+# with a `] `; a sentence's end and a `: `; an error's type after a space that follows code (_glued_error). Keep them
+# beside _GLUE: tests/test_normalise_damage.py checks every line
 # _GLUE splits in the fixtures and rule examples holds them.
 _GLUE_TEXTS = ("Traceback", "=========", "ProcessGroupNCCL", "[rank")
 _GLOG_HEADS = tuple(f"{space}{severity}{month}" for space in " \t" for severity in "IWEF" for month in "01")
 _FAILED = "` failed."
 
 
+_TYPE_ENDS = ("Error: ", "Exception: ", "Warning: ")
+
+
+def _glued_error(seg: str) -> bool:
+    """An exception's `Type: ` after a space that follows a word, `)` or `]`: what _GLUE's last alternative splits at,
+    found with string searches (a line starting with its type has nothing before it)."""
+    for end in _TYPE_ENDS:
+        at = seg.find(end)
+        while at > 0:
+            start = at
+            while start > 0 and (seg[start - 1].isalnum() or seg[start - 1] in "._"):
+                start -= 1
+            if start > 1 and seg[start - 1] == " " and (seg[start - 2].isalnum() or seg[start - 2] in ")]_"):
+                return True
+            at = seg.find(end, at + 1)
+    return False
+
+
 def _may_glue(seg: str) -> bool:
     """Whether `_GLUE` may split the line: it holds what one of its alternatives needs."""
-    if any(t in seg for t in _GLUE_TEXTS) or (". " in seg and ": " in seg):
+    if any(t in seg for t in _GLUE_TEXTS) or (". " in seg and ": " in seg) or _glued_error(seg):
         return True
     failed = seg.find(_FAILED)
     if failed >= 0 and seg[failed + len(_FAILED) :].strip():

@@ -171,6 +171,23 @@ def test_an_exception_type_left_at_the_end_of_an_unindented_source_line_is_read_
     assert (root.rule, root.facts["error_type"], root.facts["target"]) == ("nll_target_out_of_range", "IndexError", 7)
 
 
+def test_a_source_line_with_its_error_glued_on_is_read_as_the_two_lines_it_was() -> None:
+    """Markdown made the newline between the failing source line and the error a space: the error is split off, so the
+    source line is still the code that failed (it names the label, which decides the cause)."""
+    log = "tp = torch.sum(targets * preds, dim=(2, 3)) RuntimeError: The size of tensor a (4) must match the size of tensor b (18) at non-singleton dimension 1\n"
+    assert [ln.text for ln in lines_of(log)] == [
+        "tp = torch.sum(targets * preds, dim=(2, 3))",
+        "RuntimeError: The size of tensor a (4) must match the size of tensor b (18) at non-singleton dimension 1",
+    ]
+    assert diagnose_text(log).incidents[0].rule == diagnose_text(log.replace(") RuntimeError", ")\nRuntimeError")).incidents[0].rule
+    for whole in (
+        "RuntimeError: Caught ValueError in DataLoader worker process 0.",  # a type the message names, with no `: `
+        "/opt/venv/lib/python3.10/site-packages/torch/nn/modules/loss.py:536: UserWarning: Using a target size",
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1251, unhandled system error, NCCL version 2.19.3 ncclSystemError: System call failed",
+    ):
+        assert [ln.text for ln in lines_of(whole + "\n")] == [whole], whole
+
+
 def test_a_warning_s_location_before_its_type_is_no_source_line() -> None:
     """`file.py:536: UserWarning: ` ends its line too (Python prints the message on the next): it stays one warning."""
     log = (
