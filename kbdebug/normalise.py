@@ -186,9 +186,11 @@ _EXC_AT = lazy(rf"(?<=\s)(?={EXC_NAME}:\s)")
 
 def _unflatten(seg: str) -> list[str]:
     """A traceback whose newlines were lost (a Markdown paragraph, a chat paste) back into its lines:
-    each frame, the source line after it, and the exception line after the last one."""
+    each frame, the source line after it, and the exception line after the last one (one frame too)."""
     frames = list(_FRAME_AT.finditer(seg))
-    if not frames or (len(frames) == 1 and frames[0].start() == len(seg) - len(seg.lstrip())):
+    # one frame that starts the line is a frame line, unless its source line was glued on after it, past a space (not
+    # the rest of the frame, as `, in__call__` is where a paste lost the space after `in`)
+    if not frames or (len(frames) == 1 and frames[0].start() == len(seg) - len(seg.lstrip()) and not _glued_code(seg[frames[0].end() :])):
         return [seg]
     out = [seg[: frames[0].start()]]
     for i, m in enumerate(frames):
@@ -199,6 +201,11 @@ def _unflatten(seg: str) -> list[str]:
         else:
             out.append(tail)
     return [p.strip() for p in out if p.strip()]
+
+
+def _glued_code(tail: str) -> bool:
+    """What follows a frame on its line is its source line: after a space, and no part of the frame itself."""
+    return tail[:1].isspace() and bool(tail.strip()) and not tail.lstrip().startswith(",")
 
 
 def normalise(data: bytes, first_line: int = 1) -> Region:

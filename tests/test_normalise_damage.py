@@ -188,6 +188,22 @@ def test_a_source_line_with_its_error_glued_on_is_read_as_the_two_lines_it_was()
         assert [ln.text for ln in lines_of(whole + "\n")] == [whole], whole
 
 
+def test_one_frame_with_its_source_line_glued_on_is_two_lines() -> None:
+    """A paste of the last frame alone whose newlines became spaces: the frame, its source line (which names the dice
+    loss's operands: the cause), the error; a frame whose own text runs on (`in__call__`, a lost space) stays whole."""
+    log = (
+        'File "/content/seg/losses/dice_loss.py", line 37, in forward num = torch.sum(torch.mul(predict, target), dim=1) '
+        "+ self.smooth RuntimeError: The size of tensor a (6750208) must match the size of tensor b (65536) at non-singleton dimension 1\n"
+    )
+    assert [ln.text for ln in lines_of(log)][:2] == [
+        'File "/content/seg/losses/dice_loss.py", line 37, in forward',
+        "num = torch.sum(torch.mul(predict, target), dim=1) + self.smooth",
+    ]
+    assert diagnose_text(log).incidents[0].rule == "channel_onehot_mismatch"
+    typo = '  File "/env/lib/python3.6/site-packages/torch/nn/modules/module.py", line 493, in__call__'
+    assert [ln.text for ln in lines_of(typo + "\n")] == [typo]
+
+
 def test_a_warning_s_location_before_its_type_is_no_source_line() -> None:
     """`file.py:536: UserWarning: ` ends its line too (Python prints the message on the next): it stays one warning."""
     log = (
