@@ -172,3 +172,13 @@ def test_a_trainer_batch_without_labels_names_the_keys_it_had() -> None:
     page = " ".join(guide(inc).split())
     assert "it returned only `logits`, since the batch it got held `input_ids,attention_mask` and no `labels`" in page
     assert 'dataset.rename_column("target", "labels")' in page
+
+
+def test_a_mask_value_too_large_for_float16() -> None:
+    scores, mask = torch.randn(2, 4).half(), torch.zeros(2, 4, dtype=torch.bool)
+    live, read, text = _read(lambda: scores.masked_fill(mask, -1e9))
+    assert (live, read) == ("other", "other")
+    assert "A number too large for float16 was written into a float16 tensor" in text
+    assert "torch.finfo(scores.dtype).min" in text
+    _, _, small = _read(lambda: torch.zeros(1, dtype=torch.int8).fill_(1000))
+    assert "too large for int8 was written into an int8 tensor" in small

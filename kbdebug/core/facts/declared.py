@@ -305,6 +305,7 @@ class Facts(TypedDict, total=False):
         list[int], _f("the hidden state an RNN expects for its input: (layers * directions, batch, hidden size)", "message")
     ]
     hidden_given: Annotated[list[int], _f("the hidden state it was given", "message")]
+    overflow_type: Annotated[str, _f("the C++ type a number did not fit when written into a tensor (`c10::Half`)", "message")]
     model_output_keys: Annotated[str, _f("transformers: the keys of the model's outputs (no `loss`), comma-separated", "message")]
     model_input_keys: Annotated[str, _f("transformers: the keys of the batch the model was given, comma-separated", "message")]
     bmm_expected: Annotated[
