@@ -204,8 +204,9 @@ def _unflatten(seg: str) -> list[str]:
 
 
 def _glued_code(tail: str) -> bool:
-    """What follows a frame on its line is its source line: after a space, and no part of the frame itself."""
-    return tail[:1].isspace() and bool(tail.strip()) and not tail.lstrip().startswith(",")
+    """What follows a frame on its line is its source line: after a space, and no part of the frame itself (`, in f`,
+    faulthandler's ` in f` without the comma)."""
+    return tail[:1].isspace() and bool(tail.strip()) and not tail.lstrip().startswith((",", "in "))
 
 
 def normalise(data: bytes, first_line: int = 1) -> Region:

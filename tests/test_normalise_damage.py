@@ -201,7 +201,9 @@ def test_one_frame_with_its_source_line_glued_on_is_two_lines() -> None:
     ]
     assert diagnose_text(log).incidents[0].rule == "channel_onehot_mismatch"
     typo = '  File "/env/lib/python3.6/site-packages/torch/nn/modules/module.py", line 493, in__call__'
-    assert [ln.text for ln in lines_of(typo + "\n")] == [typo]
+    faulthandler = '  File "/home/me/proj/model.py", line 88 in forward'  # Python's fatal-error dump: no comma before `in`
+    for whole in (typo, faulthandler):
+        assert [ln.text for ln in lines_of(whole + "\n")] == [whole]
 
 
 def test_a_warning_s_location_before_its_type_is_no_source_line() -> None:
