@@ -115,7 +115,8 @@ _GLUE = lazy(
     rf"|(?<=\. )(?={EXC_NAME}: |(?:CUDA|HIP) error: )"  # a sentence that starts a new error
     # the failing source line with its error glued on after it (`tp = torch.sum(gt * pr) RuntimeError: ...`): a paste
     # whose newlines Markdown made spaces
-    rf"|(?<=[\w)\]]) +(?={EXC_NAME}: )"
+    # (a type with a name before its suffix: `Graphics Exception: ESR ...` in an Xid line is no error glued on)
+    r"|(?<=[\w)\]]) +(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w+(?:Error|Exception|Warning): )"
 )
 # Each alternative of _GLUE needs one of these in the line (most lines hold none; asking is a tenth of the cost of
 # _GLUE's lookbehinds at every position): its texts; a kernel assert's `` ` failed.`` with more after it (a line
@@ -140,7 +141,8 @@ def _glued_error(seg: str) -> bool:
             start = at
             while start > 0 and (seg[start - 1].isalnum() or seg[start - 1] in "._"):
                 start -= 1
-            if start > 1 and seg[start - 1] == " " and (seg[start - 2].isalnum() or seg[start - 2] in ")]_"):
+            named = start < at  # `ValueError`, not a bare `Exception` after a word
+            if named and start > 1 and seg[start - 1] == " " and (seg[start - 2].isalnum() or seg[start - 2] in ")]_"):
                 return True
             at = seg.find(end, at + 1)
     return False

@@ -184,6 +184,7 @@ def test_a_source_line_with_its_error_glued_on_is_read_as_the_two_lines_it_was()
         "RuntimeError: Caught ValueError in DataLoader worker process 0.",  # a type the message names, with no `: `
         "/opt/venv/lib/python3.10/site-packages/torch/nn/modules/loss.py:536: UserWarning: Using a target size",
         "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1251, unhandled system error, NCCL version 2.19.3 ncclSystemError: System call failed",
+        "NVRM: Xid (PCI:0000:3b:00): 13, pid=48211, name=python, Graphics Exception: ESR 0x50df30=0x102000e",  # a word, no type
     ):
         assert [ln.text for ln in lines_of(whole + "\n")] == [whole], whole
 
