@@ -96,6 +96,10 @@ def signal_of_status(status: int) -> str | None:
     return None
 
 
+# Who printed a JobEvent's line: the kernel, a scheduler, glibc, a DataLoader, a launcher, or a container runtime
+JobSource = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher", "container"]
+
+
 class JobEvent(Record):
     """A line that says how a job was ended from outside its Python: the kernel's OOM killer or an NVIDIA
     Xid (dmesg / journald), the scheduler (slurmstepd's `CANCELLED ... DUE TO TIME LIMIT`, `oom_kill event`,
@@ -105,7 +109,7 @@ class JobEvent(Record):
     kind: Literal["job_event"] = "job_event"
     FIELD_FACTS = ("pid", "process", "xid", "pci", "job_id", "node", "reason", "signal", "task")
     event: str
-    source: Literal["kernel", "scheduler", "glibc", "dataloader", "launcher", "container"]
+    source: JobSource
     text: str = ""
     pid: int | None = None
     process: str | None = None

@@ -5,7 +5,7 @@ reports it); everything else a JobEvent named after its line kind."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from lark import Token
 
@@ -15,11 +15,10 @@ from kbdebug.parse.fields import Fields, FieldTransformer
 from kbdebug.parse.lines import parse, parse_in
 from kbdebug.parse.reader import Reader, read_at
 from kbdebug.records import JobEvent, ProcessExit
-from kbdebug.records.job import exit_status, signal_of_status, signal_of_text
+from kbdebug.records.job import JobSource, exit_status, signal_of_status, signal_of_text
 
 # Who prints each line kind, and the signal it implies where the line names none
-Source = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher", "container"]
-_SOURCES: dict[str, tuple[Source, str | None]] = {
+_SOURCES: dict[str, tuple[JobSource, str | None]] = {
     "oom_killed_process": ("kernel", "SIGKILL"),
     "oom_kill": ("kernel", "SIGKILL"),
     "xid_report": ("kernel", None),
