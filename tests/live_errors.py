@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from kbdebug import diagnose
+from kbdebug import diagnose, diagnose_text
 from kbdebug.diagnosis import Incident
 
 
@@ -17,6 +17,14 @@ def printed(fn: Callable[[], object]) -> str:
     with pytest.raises(BaseException) as info:
         fn()
     return "".join(traceback.format_exception(info.value))
+
+
+def read(fn: Callable[[], object]) -> Incident:
+    """The root incident of the printed traceback of the error `fn` raises, read as a log (`kbdebug explain`'s view of
+    it, beside `root`'s live one)."""
+    diag = diagnose_text(printed(fn))
+    assert diag.root is not None, "nothing diagnosed in the printed traceback"
+    return diag.root
 
 
 def root(fn: Callable[[], object]) -> Incident:

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
-from live_errors import guide, printed, root  # noqa: E402
+from live_errors import guide, read, root  # noqa: E402
 
 from kbdebug import diagnose_text  # noqa: E402
 
@@ -51,8 +51,8 @@ def test_parameters_no_loss_reaches_are_named_with_the_fix_for_ddp() -> None:
     assert "print([names[i] for i in [2, 3]])" in page and "find_unused_parameters=True" in page
     names = [n for n, _ in _TwoHeads().named_parameters()]  # the page's confirmation, as written
     assert [names[i] for i in [2, 3]] == ["aux.weight", "aux.bias"]
-    read = diagnose_text(printed(_two_steps)).root
-    assert read is not None and read.rule == "other" and read.facts["unused_param_indices"] == [2, 3]
+    printed_root = read(_two_steps)
+    assert printed_root.rule == "other" and printed_root.facts["unused_param_indices"] == [2, 3]
 
 
 def test_the_names_torch_distributed_debug_prints_are_quoted() -> None:

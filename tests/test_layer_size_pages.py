@@ -12,9 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from live_errors import guide, printed, root  # noqa: E402
-
-from kbdebug import diagnose_text  # noqa: E402
+from live_errors import guide, read, root  # noqa: E402
 
 
 def _norm_of_another_width() -> object:
@@ -147,12 +145,8 @@ def test_the_page_names_the_sizes_and_the_change(name: str) -> None:
     text = " ".join(guide(inc).split())
     assert inc.rule == "other", text
     assert [s for s in says if s not in text] == [], text
-    printed_root = diagnose_text(printed(fn)).root
-    assert (
-        printed_root is not None
-        and printed_root.rule == "other"
-        and printed_root.facts["message_template"] == inc.facts["message_template"]
-    )
+    printed_root = read(fn)
+    assert printed_root.rule == "other" and printed_root.facts["message_template"] == inc.facts["message_template"]
     assert [s for s in says if s not in " ".join(guide(printed_root).split())] == []
 
 

@@ -12,9 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from live_errors import guide, printed, root  # noqa: E402
-
-from kbdebug import diagnose_text  # noqa: E402
+from live_errors import guide, read, root  # noqa: E402
 
 PAIR_RULES = {"channel_onehot_mismatch", "target_shape_mismatch", "batch_size_mismatch"}
 
@@ -64,10 +62,9 @@ CASES = {
 def test_one_tensors_two_shapes_name_no_prediction_label_cause(name: str) -> None:
     fn, want = CASES[name]
     live = root(fn)
-    read = diagnose_text(printed(fn)).root
-    assert read is not None
-    assert (live.rule, read.rule) == (want, want)
-    assert "shape_relation" not in live.facts and "shape_relation" not in read.facts
+    printed_root = read(fn)
+    assert (live.rule, printed_root.rule) == (want, want)
+    assert "shape_relation" not in live.facts and "shape_relation" not in printed_root.facts
 
 
 def test_expand_is_explained_as_expand_with_the_users_sizes() -> None:

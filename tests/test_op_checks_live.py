@@ -13,17 +13,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from live_errors import guide, printed, root  # noqa: E402
+from live_errors import guide, read, root  # noqa: E402
 
 from kbdebug import diagnose_text  # noqa: E402
 
 
 def _read(fn: Callable[[], object]) -> tuple[str, str, str]:
     """The root rule read live, the one read from the printed traceback, and the printed one's guide."""
-    live = root(fn)
-    diag = diagnose_text(printed(fn))
-    assert diag.root is not None
-    return live.rule, diag.root.rule, " ".join(guide(diag.root).split())
+    printed_root = read(fn)
+    return root(fn).rule, printed_root.rule, " ".join(guide(printed_root).split())
 
 
 @pytest.mark.parametrize(
@@ -38,8 +36,8 @@ def _read(fn: Callable[[], object]) -> tuple[str, str, str]:
     ids=["mean", "std", "norm", "linalg_inv", "quantile"],
 )
 def test_an_integer_tensor_given_to_a_floating_point_op(fn: Callable[[], object]) -> None:
-    live, read, text = _read(fn)
-    assert (live, read) == ("dtype_mismatch", "dtype_mismatch")
+    live, printed_rule, text = _read(fn)
+    assert (live, printed_rule) == ("dtype_mismatch", "dtype_mismatch")
     assert root(fn).title == "an integer tensor where the op needs floating point"
     assert "computes in floating point" in text and "is int64" in text
     assert "x.float()" in text and "dtype=torch.float32" in text
@@ -47,16 +45,16 @@ def test_an_integer_tensor_given_to_a_floating_point_op(fn: Callable[[], object]
 
 
 def test_requires_grad_on_integer_values_is_made_float_where_it_is_made() -> None:
-    live, read, text = _read(lambda: torch.tensor([1, 2, 3], requires_grad=True))
-    assert (live, read) == ("dtype_mismatch", "dtype_mismatch")
+    live, printed_rule, text = _read(lambda: torch.tensor([1, 2, 3], requires_grad=True))
+    assert (live, printed_rule) == ("dtype_mismatch", "dtype_mismatch")
     assert "Only a floating-point (or complex) tensor can require gradients" in text
     assert "torch.tensor(values, dtype=torch.float32, requires_grad=True)" in text
 
 
 def test_batched_matmul_of_an_untransposed_operand() -> None:
     q, k = torch.randn(8, 10, 16), torch.randn(8, 10, 16)
-    live, read, text = _read(lambda: q @ k)
-    assert (live, read) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
+    live, printed_rule, text = _read(lambda: q @ k)
+    assert (live, printed_rule) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
     assert "to start with `[8, 16]`" in text and "got `[8, 10]`" in text
     assert "(10 against 16)" in text
     assert "k.transpose(-2, -1)" in text and "so that its dim -2 is 16" in text
@@ -64,16 +62,16 @@ def test_batched_matmul_of_an_untransposed_operand() -> None:
 
 def test_bmm_of_two_batch_sizes_is_not_told_to_transpose() -> None:
     a, b = torch.randn(4, 3, 5), torch.randn(3, 5, 2)
-    live, read, text = _read(lambda: torch.bmm(a, b))
-    assert (live, read) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
+    live, printed_rule, text = _read(lambda: torch.bmm(a, b))
+    assert (live, printed_rule) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
     assert "hold different numbers of matrices (4 against 3)" in text
     assert "transpose(-2, -1)" not in text
 
 
 def test_a_vector_of_another_length_than_the_matrix_has_columns() -> None:
     m, v = torch.randn(100, 13), torch.randn(12)
-    live, read, text = _read(lambda: torch.mv(m, v))
-    assert (live, read) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
+    live, printed_rule, text = _read(lambda: torch.mv(m, v))
+    assert (live, printed_rule) == ("matmul_shape_mismatch", "matmul_shape_mismatch")
     assert "a 100x13 matrix and a vector of 12" in text
     assert "Give the vector 13 entries" in text
     assert "in_features" not in text  # no Linear took part
@@ -85,8 +83,8 @@ def test_an_in_place_sum_of_a_per_sample_loss() -> None:
     def accumulate() -> None:
         total.add_(loss)
 
-    live, read, text = _read(accumulate)
-    assert (live, read) == ("broadcast_shape_mismatch", "broadcast_shape_mismatch")
+    live, printed_rule, text = _read(accumulate)
+    assert (live, printed_rule) == ("broadcast_shape_mismatch", "broadcast_shape_mismatch")
     assert "made a result of shape `[32]`, larger than that tensor's `[1]`" in text
     assert "x = x + y" in text and "loss.sum()" in text
 
@@ -103,8 +101,8 @@ def test_a_grayscale_image_through_normalize_with_rgb_statistics() -> None:
         mean = [0.485, 0.456, 0.406]
         return normalize(gray, mean, [0.229, 0.224, 0.225])
 
-    live, read, text = _read(transform)
-    assert (live, read) == ("broadcast_shape_mismatch", "broadcast_shape_mismatch")
+    live, printed_rule, text = _read(transform)
+    assert (live, printed_rule) == ("broadcast_shape_mismatch", "broadcast_shape_mismatch")
     assert "got an image of 1 channel and a mean and std of 3 values" in text
     assert 'Image.open(path).convert("RGB")' in text and "Normalize(mean=[0.5], std=[0.5])" in text
 
@@ -118,24 +116,24 @@ def test_numpy_broadcasting_names_no_label_pair() -> None:
         nonlocal confusion
         confusion += np.outer(label, label)
 
-    live, read, _ = _read(update)
-    assert (live, read) == ("other", "other")  # not batch_size_mismatch: (1, 10) against (10, 10) is no batch
+    live, printed_rule, _ = _read(update)
+    assert (live, printed_rule) == ("other", "other")  # not batch_size_mismatch: (1, 10) against (10, 10) is no batch
     assert _read(lambda: np.zeros((3, 4)) + np.zeros(5))[:2] == ("other", "other")
 
 
 def test_an_rnn_hidden_state_made_on_another_device() -> None:
     rnn, x = torch.nn.GRU(4, 8), torch.randn(3, 2, 4)
     h0 = torch.zeros(1, 2, 8, device="meta")  # a device that runs nowhere stands in for the CPU beside a GPU
-    live, read, text = _read(lambda: rnn(x, h0))
-    assert (live, read) == ("device_mismatch", "device_mismatch")
+    live, printed_rule, text = _read(lambda: rnn(x, h0))
+    assert (live, printed_rule) == ("device_mismatch", "device_mismatch")
     assert "An RNN got its input on cpu and the initial hidden state it was given on meta" in text
     assert "h0 = torch.zeros(num_layers, x.size(1), hidden_size, device=x.device)" in text
 
 
 def test_an_rnn_whose_weights_were_moved_elsewhere() -> None:
     rnn = torch.nn.LSTM(4, 8).to("meta")
-    live, read, text = _read(lambda: rnn(torch.randn(3, 2, 4)))
-    assert (live, read) == ("device_mismatch", "device_mismatch")
+    live, printed_rule, text = _read(lambda: rnn(torch.randn(3, 2, 4)))
+    assert (live, printed_rule) == ("device_mismatch", "device_mismatch")
     assert "model.to(device)" in text and "initial hidden state" not in text
 
 
@@ -150,16 +148,16 @@ def test_an_rnn_whose_weights_were_moved_elsewhere() -> None:
     ids=["advanced_indexing", "index_select", "index_copy", "take"],
 )
 def test_an_index_tensor_of_floats(fn: Callable[[], object]) -> None:
-    live, read, text = _read(fn)
-    assert (live, read) == ("dtype_mismatch", "dtype_mismatch")
+    live, printed_rule, text = _read(fn)
+    assert (live, printed_rule) == ("dtype_mismatch", "dtype_mismatch")
     assert "An index tensor that is not of integers was used to pick elements" in text
     assert "idx = idx.long()" in text
 
 
 @pytest.mark.parametrize(("fn", "op"), [(lambda: torch.cat([]), "cat"), (lambda: torch.stack([]), "stack")], ids=["cat", "stack"])
 def test_joining_an_empty_list_is_explained_as_a_loop_that_ran_zero_times(fn: Callable[[], object], op: str) -> None:
-    live, read, text = _read(fn)
-    assert (live, read) == ("other", "other")  # no cause of its own: the page still follows the op
+    live, printed_rule, text = _read(fn)
+    assert (live, printed_rule) == ("other", "other")  # no cause of its own: the page still follows the op
     assert f"The list given to `torch.{op}` was empty" in text
     assert "an empty DataLoader" in text and "if preds: all_preds = torch.cat(preds)" in text
 
@@ -176,8 +174,8 @@ def test_a_trainer_batch_without_labels_names_the_keys_it_had() -> None:
 
 def test_a_mask_value_too_large_for_float16() -> None:
     scores, mask = torch.randn(2, 4).half(), torch.zeros(2, 4, dtype=torch.bool)
-    live, read, text = _read(lambda: scores.masked_fill(mask, -1e9))
-    assert (live, read) == ("other", "other")
+    live, printed_rule, text = _read(lambda: scores.masked_fill(mask, -1e9))
+    assert (live, printed_rule) == ("other", "other")
     assert "A number too large for float16 was written into a float16 tensor" in text
     assert "torch.finfo(scores.dtype).min" in text
     _, _, small = _read(lambda: torch.zeros(1, dtype=torch.int8).fill_(1000))

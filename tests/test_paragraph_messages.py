@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from live_errors import guide, printed, root
+from live_errors import guide, read, root
 
 from kbdebug import diagnose_text
 
@@ -35,10 +35,8 @@ def _raise(exc: BaseException) -> Callable[[], object]:
 
 def _both(fn: Callable[[], object]) -> tuple[str, str, str, str]:
     """Rule and quoted message, live and from the printed traceback."""
-    live = root(fn)
-    diag = diagnose_text(printed(fn))
-    assert diag.root is not None
-    return live.rule, diag.root.rule, str(live.facts["error_message"]), str(diag.root.facts["error_message"])
+    live, printed_root = root(fn), read(fn)
+    return live.rule, printed_root.rule, str(live.facts["error_message"]), str(printed_root.facts["error_message"])
 
 
 def test_a_backend_transformers_lacks_is_named_by_its_first_sentence() -> None:
@@ -52,25 +50,33 @@ def test_a_backend_transformers_lacks_is_named_by_its_first_sentence() -> None:
 
 def test_flash_attention_2_without_flash_attn_offers_sdpa() -> None:
     fn = _raise(ImportError(FLASH))
-    live, read, _, _ = _both(fn)
-    assert (live, read) == ("import_failure", "import_failure")
+    live, printed_rule, _, _ = _both(fn)
+    assert (live, printed_rule) == ("import_failure", "import_failure")
     text = " ".join(guide(root(fn)).split())
     assert '`attn_implementation="sdpa"`' in text and "flash-attn --no-build-isolation" in text
 
 
-def test_a_loading_option_that_needs_accelerate_gives_its_pip_command() -> None:
-    fn = _raise(ImportError("Using `low_cpu_mem_usage=True` or a `device_map` requires Accelerate: `pip install 'accelerate>=0.26.0'`"))
-    live, read, _, _ = _both(fn)
-    assert (live, read) == ("import_failure", "import_failure")
-    assert "`python -m pip install accelerate`" in " ".join(guide(root(fn)).split())
+@pytest.mark.parametrize(
+    ("message", "package"),
+    [
+        ("Using `low_cpu_mem_usage=True` or a `device_map` requires Accelerate: `pip install 'accelerate>=0.26.0'`", "accelerate"),
+        ("TensorBoard logging requires TensorBoard version 1.15 or above", "tensorboard"),
+    ],
+    ids=["accelerate", "tensorboard"],
+)
+def test_an_import_error_that_says_what_it_requires_gives_its_pip_command(message: str, package: str) -> None:
+    fn = _raise(ImportError(message))
+    live, printed_rule, _, _ = _both(fn)
+    assert (live, printed_rule) == ("import_failure", "import_failure")
+    assert f"`python -m pip install {package}`" in " ".join(guide(root(fn)).split())
 
 
 def test_a_driver_check_written_as_a_paragraph_quotes_its_sentence() -> None:
     fn = _raise(
         AssertionError("\nFound no NVIDIA driver on your system. Please check that you\nhave an NVIDIA GPU and installed a driver\n")
     )
-    live, read, said_live, said_read = _both(fn)
-    assert (live, read) == ("driver_error", "driver_error")
+    live, printed_rule, said_live, said_read = _both(fn)
+    assert (live, printed_rule) == ("driver_error", "driver_error")
     assert said_live == said_read == "Found no NVIDIA driver on your system."
 
 
@@ -100,13 +106,6 @@ def test_a_bare_type_takes_no_message_from_the_lines_after_it() -> None:
     assert bare is not None and para is not None
     assert bare.facts.get("error_message") == ""
     assert para.facts.get("error_message") == "step 4100 lr 1.0e-04 grad_norm 0.812"  # `Type:` then text: its message
-
-
-def test_an_import_error_that_says_what_it_requires() -> None:
-    fn = _raise(ImportError("TensorBoard logging requires TensorBoard version 1.15 or above"))
-    live, read, _, _ = _both(fn)
-    assert (live, read) == ("import_failure", "import_failure")
-    assert "`python -m pip install tensorboard`" in " ".join(guide(root(fn)).split())
 
 
 def test_numpy_2_under_a_module_built_for_numpy_1() -> None:
