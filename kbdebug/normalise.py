@@ -133,7 +133,7 @@ _TYPE_ENDS = ("Error: ", "Exception: ", "Warning: ")
 
 
 def _glued_error(seg: str) -> bool:
-    """An exception's `Type: ` after a space that follows a word, `)` or `]`: what _GLUE's last alternative splits at,
+    """An exception's `Type: ` after spaces that follow a word, `)` or `]`: what _GLUE's last alternative splits at,
     found with string searches (a line starting with its type has nothing before it)."""
     for end in _TYPE_ENDS:
         at = seg.find(end)
@@ -142,7 +142,8 @@ def _glued_error(seg: str) -> bool:
             while start > 0 and (seg[start - 1].isalnum() or seg[start - 1] in "._"):
                 start -= 1
             named = start < at  # `ValueError`, not a bare `Exception` after a word
-            if named and start > 1 and seg[start - 1] == " " and (seg[start - 2].isalnum() or seg[start - 2] in ")]_"):
+            before = len(seg[:start].rstrip(" "))  # past the spaces the split takes (one or more, as _GLUE's ` +`)
+            if named and 0 < before < start and (seg[before - 1].isalnum() or seg[before - 1] in ")]_"):
                 return True
             at = seg.find(end, at + 1)
     return False

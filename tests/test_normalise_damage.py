@@ -180,6 +180,9 @@ def test_a_source_line_with_its_error_glued_on_is_read_as_the_two_lines_it_was()
         "RuntimeError: The size of tensor a (4) must match the size of tensor b (18) at non-singleton dimension 1",
     ]
     assert diagnose_text(log).incidents[0].rule == diagnose_text(log.replace(") RuntimeError", ")\nRuntimeError")).incidents[0].rule
+    assert [ln.text for ln in lines_of(log.replace(") RuntimeError", ")   RuntimeError"))] == [
+        ln.text for ln in lines_of(log)
+    ]  # any spaces
     for whole in (
         "RuntimeError: Caught ValueError in DataLoader worker process 0.",  # a type the message names, with no `: `
         "/opt/venv/lib/python3.10/site-packages/torch/nn/modules/loss.py:536: UserWarning: Using a target size",
