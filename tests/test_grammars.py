@@ -15,6 +15,7 @@ from lark.exceptions import LarkError
 
 from kbdebug.parse.derive import templates
 from kbdebug.parse.grammar import build, earley_fallback, fast_parser, first_alt, parser
+from kbdebug.parse.lines import lalr_reading
 from kbdebug.parse.lines import parse
 from kbdebug.parse.parser_cache import Literal, dumps, terminal
 from kbdebug.parse.registry import formats
@@ -302,7 +303,7 @@ def test_lalr_first_reads_each_line_as_earley_does(grammar: str) -> None:
     whole = [text for g, _, text in CASES if g == grammar] + _example_lines()
     for line in dict.fromkeys(whole + [text[start:] for text in whole for start in anchors(grammar).starts(text)]):
         try:
-            tree = Tree("start", fast.parse(line.strip()).children)
+            tree = Tree("start", lalr_reading(fast, line.strip()).children)
         except LarkError:
             continue
         read += 1
@@ -336,7 +337,7 @@ def test_a_grammar_without_earley_fallback_reads_with_lalr_every_line_earley_rea
         except LarkError:
             continue
         earley_read += 1
-        fast.parse(line)  # raises where LALR rejects a line of the grammar
+        lalr_reading(fast, line)  # raises where LALR rejects a line of the grammar
     assert earley_read
 
 

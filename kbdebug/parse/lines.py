@@ -9,10 +9,10 @@ that succeeds. Each distinct line is read once.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
-from lark import Tree
-from lark.exceptions import LarkError
+from lark import Lark, Token, Tree
+from lark.exceptions import LarkError, UnexpectedToken
 
 from kbdebug.parse.derive import anchors, may_hold
 from kbdebug.parse.grammar import earley_fallback, fast_parser, parser
@@ -37,7 +37,7 @@ def _parse(name: str, text: str) -> Tree | None:
     fast = fast_parser(name)
     if fast is not None:
         try:
-            tree = fast.parse(text)
+            tree = lalr_reading(fast, text)
             return tree if tree.data == "start" else Tree("start", tree.children)  # as the Earley parser's `start` holds it
         except (LarkError, RecursionError):
             if not earley_fallback(name):
@@ -48,6 +48,34 @@ def _parse(name: str, text: str) -> Tree | None:
         return parser(name).parse(text)
     except (LarkError, RecursionError):
         return None
+
+
+def lalr_reading(fast: Lark, text: str) -> Tree:
+    """The LALR reading, where a line kind's free-text tail (a terminal that takes the rest of the line: the
+    messages' REST after a template, a frame's CODE) begins with a token that some fixed text spells, and LALR's
+    lexer, trying fixed text first, takes that: `... at non-singleton dimension 1.  Target sizes: ...` lexes its
+    `.` as `cat_sizes`' `dimension 1 . Expected size` (LALR's merged lookaheads let it through to where only REST
+    may follow), an IPython arrow's `--> 242   input_logits)` its `in` as a frame's keyword. Earley's dynamic
+    lexer tries the free text there too and reads such a line; LALR, handed the rest of the line as that
+    terminal where it accepts one, reads it as well."""
+    try:
+        return fast.parse(text)
+    except UnexpectedToken as error:
+        state = error.interactive_parser
+        if state is None or error.token.type == "$END":
+            raise
+        tails = _line_tails(fast) & state.accepts()
+        if not tails:
+            raise
+        state.feed_token(Token(min(tails), text[error.token.start_pos :]))
+        tree: Tree = state.feed_eof()
+        return tree
+
+
+@cache
+def _line_tails(fast: Lark) -> frozenset[str]:
+    """The terminals of `fast` that take whatever is left of the line (`/.+/`)."""
+    return frozenset(t.name for t in fast.terminals if t.pattern.type == "re" and t.pattern.value == ".+")
 
 
 _memo_parse = lru_cache(maxsize=MEMO_LINES)(_parse)
