@@ -27,7 +27,8 @@ from kbdebug.kb.model import Rule
 
 def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
     """The record kinds of the rules whose incidents fold into this rule's (their `consequence_of` names it,
-    one of its groups, or `*`): the matcher adds their records' facts to its incident."""
+    one of its groups, or `*`; or their evidence is weak, a bare exit status, which folds under any named cause
+    but the catch-all): the matcher adds their records' facts to its incident."""
     rule_id = data.get("id")
     groups = {f"@{g}" for g in _strings(data, "groups")}
     catch_all = "fallback" in _strings(data, "tags") or "*" in _strings(data, "consequence_of")
@@ -36,6 +37,8 @@ def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
         refs = set(other.consequence_of)
         if other.id != rule_id and (rule_id in refs or refs & groups or ("*" in refs and not catch_all)):
             kinds |= {m.kind for m in other.match}
+        elif other.id != rule_id and not catch_all:
+            kinds |= {m.kind for m in other.match if m.weak}
     return kinds
 
 

@@ -96,14 +96,16 @@ def signal_of_status(status: int) -> str | None:
     return None
 
 
-# Who printed a JobEvent's line: the kernel, a scheduler, glibc, a DataLoader, a launcher, or a container runtime
-JobSource = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher", "container"]
+# Who printed a JobEvent's line: the kernel, a scheduler, glibc, a DataLoader, a launcher, a container runtime, or a
+# library that aborts the process itself (cuDNN's loader)
+JobSource = Literal["kernel", "scheduler", "glibc", "dataloader", "launcher", "container", "library"]
 
 
 class JobEvent(Record):
     """A line that says how a job was ended from outside its Python: the kernel's OOM killer or an NVIDIA
     Xid (dmesg / journald), the scheduler (slurmstepd's `CANCELLED ... DUE TO TIME LIMIT`, `oom_kill event`,
-    Kubernetes' `OOMKilled`), glibc's heap checks (`free(): invalid pointer`) or a DataLoader's report of
+    Kubernetes' `OOMKilled`), glibc's heap checks (`free(): invalid pointer`), a library's own loader before it aborts
+    (cuDNN's `Could not load library ...`) or a DataLoader's report of
     a worker's fault. `event` is the grammar's line kind (grammars/job/job.lark)."""
 
     kind: Literal["job_event"] = "job_event"

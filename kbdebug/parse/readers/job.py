@@ -34,6 +34,7 @@ _SOURCES: dict[str, tuple[JobSource, str | None]] = {
     "k8s_evicted": ("scheduler", None),
     "preempted": ("scheduler", None),
     "container_gpu": ("container", None),
+    "library_load": ("library", None),
     "kernel_fault": ("kernel", None),
     "heap_corruption": ("glibc", "SIGABRT"),
     "stack_smashing": ("glibc", "SIGABRT"),
