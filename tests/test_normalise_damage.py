@@ -228,7 +228,7 @@ def test_no_line_that_glue_splits_is_passed_over_by_its_texts() -> None:
     fixtures here and the dev corpus (when present), a line `_GLUE` splits holds them."""
     from pathlib import Path
 
-    from kbdebug.normalise import _GLUE, _may_glue
+    from kbdebug.normalise.glue import _GLUE, _may_glue
 
     root = Path(__file__).resolve().parent.parent
     logs = [*root.glob("knowledge/*/examples/*/*.log"), *root.glob("tests/**/*.log"), *(root.parent / "shared/corpus/dev").glob("*.log")]

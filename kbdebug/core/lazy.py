@@ -1,6 +1,6 @@
 """Regexes compiled the first time they are used, not when their module is imported.
 
-Python's `re` compiles a pattern in Python: the thirty-odd patterns of kbdebug/normalise.py cost some 5 ms of
+Python's `re` compiles a pattern in Python: the thirty-odd patterns of kbdebug/normalise/ cost some 5 ms of
 every start, and a live exception's diagnosis (`kbdebug.diagnose(exc)`) never normalises a log. After its
 first use a lazy pattern's methods are the compiled pattern's own (instance attributes), so a hot loop pays
 nothing for the laziness; its program comes from kbdebug._regex_cache, kept between runs.

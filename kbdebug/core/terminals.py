@@ -1,7 +1,7 @@
 """The terminals of `grammars/_common.lark` that code below the parsers needs too, read from there, so a
 pattern the grammars share has one spelling: `EXC_NAME`, the name of an exception class, and
 `TRACEBACK_HEADER` are what start an exception's lines for the grammars and for the code that cuts, joins
-and marks lines before they are parsed (kbdebug/normalise.py) or after (the evidence lines)."""
+and marks lines before they are parsed (kbdebug/normalise/) or after (the evidence lines)."""
 
 from __future__ import annotations
 
