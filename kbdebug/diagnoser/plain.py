@@ -12,9 +12,11 @@ import re
 from typing import Any
 
 from kbdebug import _regex_cache
+from kbdebug.core.terminals import EXC_NAME
 
-# An exception's own line inside a longer message (a DataLoader worker's re-raised one ends with it).
-_EXC_LINE = _regex_cache.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Iteration|Interrupt))(?::\s?(.*))?$")
+# An exception's own line inside a longer message (a DataLoader worker's re-raised one ends with it): its name as the
+# grammars spell it (grammars/_common.lark's EXC_NAME)
+_EXC_LINE = _regex_cache.compile(rf"^({EXC_NAME})(?::\s?(.*))?$")
 # `base[index]`: the base an expression of names, attributes, calls and subscripts (`cfg["a"]`, `glob(p)`, a call
 # of a call: `torch.load(os.path.join(d, "best.pt"))`).
 _SUBSCRIPT = _regex_cache.compile(r"((?:[A-Za-z_][\w.]*)(?:\((?:[^()]|\([^()]*\))*\)|\[[^\[\]]*\])*)\[([^\[\]]+)\]")
