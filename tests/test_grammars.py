@@ -15,8 +15,7 @@ from lark.exceptions import LarkError
 
 from kbdebug.parse.derive import templates
 from kbdebug.parse.grammar import build, earley_fallback, fast_parser, first_alt, parser
-from kbdebug.parse.lines import lalr_reading
-from kbdebug.parse.lines import parse
+from kbdebug.parse.lines import lalr_reading, parse
 from kbdebug.parse.parser_cache import Literal, dumps, terminal
 from kbdebug.parse.registry import formats
 from kbdebug.parse.sources import directive, files, names, source
