@@ -96,3 +96,34 @@ def scan_needles() -> tuple[bytes, ...]:
     from kbdebug.parse.needles import needles
 
     return needles()
+
+
+def test_an_assert_flood_is_parsed_once_per_distinct_assert_and_read_as_if_each_line_were(monkeypatch: Any) -> None:
+    """A device assert prints one line per failing thread, alike but for the block and thread: the grammar reads the
+    first of each distinct assert, the others reuse its reading with their own coordinates, and the records are
+    those that parsing every line gives."""
+    from kbdebug.parse.readers import kernel_assert
+
+    line = (
+        "/pytorch/aten/src/ATen/native/cuda/{f}.cu:{n}: operator(): block: [{b},0,0], thread: [{t},0,0] "
+        'Assertion `-sizes[i] <= index && index < sizes[i] && "index out of bounds"` failed.\n'
+    )
+    flood = "".join(
+        line.format(f=f, n=n, b=b, t=t) for f, n in (("IndexKernel", 92), ("ScatterGatherKernel", 144)) for b in range(3) for t in range(30)
+    )
+    parses: list[str] = []
+    real = kernel_assert.parse
+
+    def counted(grammar: str, text: str) -> Any:
+        parses.append(text)
+        return real(grammar, text)
+
+    monkeypatch.setattr(kernel_assert, "parse", counted)
+    reused = parse_text(flood)
+    assert len(parses) == 2  # one per distinct assert
+    monkeypatch.setattr(kernel_assert, "MAX_SHAPES", 0)
+    each = parse_text(flood)
+    assert len(parses) == 2 + 180  # (under MAX_ASSERT_PARSES: past it, lines are counted by regex alike)
+    assert reused == each
+    (first, second) = [r for r in reused if r.kind == "kernel_assert"]
+    assert (first.count, first.distinct_blocks, first.distinct_threads, second.kernel_file) == (90, 3, 90, "ScatterGatherKernel.cu")

@@ -19,6 +19,7 @@ from kbdebug.parse.reader import Reader, Sink, read_at
 from kbdebug.records import Frame, KernelAssert, Record
 
 MAX_ASSERT_PARSES = 200  # beyond this many assert lines, the rest are counted by regex only
+MAX_SHAPES = 64  # distinct assert lines (less their coordinates) kept to read the other threads of each by
 _ASSERT_HINT = _regex_cache.compile(r"Assertion|assert", re.I)
 _COORD = _regex_cache.compile(
     r"block\s*[:：]\s*\[\s*(\d+)\s*[,，]\s*(\d+)\s*[,，]\s*(\d+)\s*\]\s*[,，]\s*"
@@ -187,6 +188,12 @@ def _plausible(rec: KernelAssert) -> bool:
     return not (rec.function and re.search(r"[:：]\d+[:：]|block\s*:", rec.function))
 
 
+def _triples(coords: re.Match[str]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """The block and thread of a `_COORD` match."""
+    a, b, c, d, e, f = (int(g) for g in coords.groups())
+    return (a, b, c), (d, e, f)
+
+
 def _word_starts(text: str, limit: int = 6) -> list[int]:
     """Where the assert's location may begin: the line's start, or a word after what was glued before it."""
     return [0, *(m.end() for m in _SPACE_RUN.finditer(text, 1, max(1, text.find("block"))))][:limit]
@@ -203,6 +210,8 @@ class KernelAssertReader(Reader):
     def __init__(self, sink: Sink, frames: Sequence[Frame] = ()) -> None:
         super().__init__(sink, frames)
         self.asserts = 0
+        # an assert line read, by its text without its coordinates: the flood's other threads differ only there
+        self.by_shape: dict[str, KernelAssert] = {}
 
     def read(self, line: Line) -> bool:
         text = line.text
@@ -229,11 +238,26 @@ class KernelAssertReader(Reader):
                 self.sink.emit(rec)
                 return True
             return False
+        coords = _COORD.search(text)
+        shape = f"{text[: coords.start()]}\0{text[coords.end() :]}" if coords else None
+        seen = self.by_shape.get(shape) if shape is not None else None
+        if seen is not None and coords is not None:  # another thread of an assert read: its coordinates are the news
+            block, thread = _triples(coords)
+            self.sink.emit(seen.model_copy(update={**read_at(line), "block": block, "thread": thread}))
+            return True
         tree = next(filter(None, (parse("kernel_assert", text[k:]) for k in _word_starts(text))), None)
         if tree is not None:
             rec = kernel_assert(tree, line)
             if _plausible(rec):
                 self.sink.emit(rec)
+                # kept where the grammar read the coordinates the search found: then they are all that can differ
+                if (
+                    shape is not None
+                    and coords is not None
+                    and _triples(coords) == (rec.block, rec.thread)
+                    and len(self.by_shape) < MAX_SHAPES
+                ):
+                    self.by_shape[shape] = rec
                 return True
         rec = fuzzy_assert(line)
         if rec is not None:
