@@ -28,7 +28,9 @@ _GLUE = lazy(
 # with a `] `; a sentence's end and a `: `; an error's type after a space that follows code (_glued_error). Keep them
 # beside _GLUE: tests/test_normalise_damage.py checks every line
 # _GLUE splits in the fixtures and rule examples holds them.
-_GLUE_TEXTS = ("Traceback", "=========", "ProcessGroupNCCL", "[rank")
+# (each after the line's first character: what starts a line is glued to nothing; c10's `[E ... ProcessGroupNCCL` is
+# glued on where its `[E` is)
+_GLUE_TEXTS = ("Traceback", "=========", "[rank")
 _GLOG_HEADS = tuple(f"{space}{severity}{month}" for space in " \t" for severity in "IWEF" for month in "01")
 _FAILED = "` failed."
 
@@ -55,7 +57,10 @@ def _glued_error(seg: str) -> bool:
 
 def _may_glue(seg: str) -> bool:
     """Whether `_GLUE` may split the line: it holds what one of its alternatives needs."""
-    if any(t in seg for t in _GLUE_TEXTS) or (". " in seg and ": " in seg) or _glued_error(seg):
+    body = seg.lstrip()
+    if any(body.find(t, 1) > 0 for t in _GLUE_TEXTS) or ("ProcessGroupNCCL" in body and body.find("[E", 1) > 0):
+        return True
+    if (". " in seg and ": " in seg) or _glued_error(seg):
         return True
     failed = seg.find(_FAILED)
     if failed >= 0 and seg[failed + len(_FAILED) :].strip():
