@@ -11,6 +11,7 @@ used (kbdebug.core.lazy): a live exception's diagnosis imports this package and 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from kbdebug.core.lazy import lazy
@@ -57,6 +58,9 @@ _PREFIXES = [
     lazy(r"^(?:\.\.\.|…)\s*(?=\S)"),  # a paste cut at its start and marked so
     lazy(r"^E {3,}(?=\S)"),  # pytest's margin before the lines of the error it caught
 ]
+# Whether any prefix starts the line, asked once (most lines have none): the prefixes as one alternation, their groups
+# unnamed (several name theirs alike)
+_ANY_PREFIX = lazy("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', str(p.pattern))})" for p in _PREFIXES))
 
 
 # Translated pages and CJK input methods print ASCII punctuation in its full-width form: fold the whole
@@ -163,7 +167,7 @@ def _uncode(seg: str) -> str:
 def _strip_prefixes(seg: str) -> tuple[str, int | None, Stamp | None]:
     rank: int | None = None
     time: Stamp | None = None
-    for _ in range(6):
+    for _ in range(6 if _ANY_PREFIX.match(seg) else 0):
         for pattern in _PREFIXES:
             m = pattern.match(seg)
             if m and m.end():  # a line that is all prefix was a blank line before it was prefixed
