@@ -334,6 +334,7 @@ class Facts(TypedDict, total=False):
     master_port: Annotated[int, _f("the port torch.distributed's store could not listen on (MASTER_PORT)", "message")]
     clients_joined: Annotated[int, _f("the processes that reached the rendezvous before it timed out", "message")]
     clients_expected: Annotated[int, _f("the processes the rendezvous waited for (the world size)", "message")]
+    env_var: Annotated[str, _f("the launcher's variable an env:// rendezvous found unset (RANK, WORLD_SIZE, MASTER_ADDR)", "message")]
     none_in_batch: Annotated[
         bool, _f("a list collated or stacked into a batch holds None (a Dataset's `__getitem__` that returned None)", "context")
     ]
