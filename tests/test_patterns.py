@@ -9,6 +9,8 @@ leaves a 4x slack either way."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 import sys
 import time
@@ -65,7 +67,9 @@ def bundled() -> list[tuple[str, str, object]]:
         for i, ind in enumerate(rule.indicators):
             out.append((f"{rule.id}.indicators[{i}]", ind.pattern, compile_pattern(ind.pattern)))
     readers = [sys.modules[f.reader.__module__] for f in formats()]
-    for name, rx in module_patterns(scan, normalise, frames, shapes, phrases, walk, *readers):
+    # normalise is a package: its patterns live in each of its modules
+    pieces = [importlib.import_module(m.name) for m in pkgutil.iter_modules(normalise.__path__, f"{normalise.__name__}.")]
+    for name, rx in module_patterns(scan, normalise, *pieces, frames, shapes, phrases, walk, *readers):
         if isinstance(rx.pattern, bytes):  # the scanner's byte patterns: the same regex, timed on text
             rx = re.compile(rx.pattern.decode("latin-1"), rx.flags & ~re.ASCII)
         out.append((name, rx.pattern, Anchored(rx) if rx.pattern.startswith("^") else rx))
