@@ -64,7 +64,11 @@ def lalr_reading(fast: Lark, text: str) -> Tree:
         state = error.interactive_parser
         if state is None or error.token.type == "$END":
             raise
-        tails = _line_tails(fast) & state.accepts()
+        # the parse table's entries for this state first (a dict lookup): what it can take next, before reductions
+        # that may still fail; only where two tails could take the rest is what it accepts worked out (a parse each)
+        tails = _line_tails(fast) & state.choices().keys()
+        if len(tails) > 1:
+            tails &= state.accepts()
         if not tails:
             raise
         state.feed_token(Token(min(tails), text[error.token.start_pos :]))
