@@ -34,10 +34,12 @@ def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
     catch_all = "fallback" in _strings(data, "tags") or "*" in _strings(data, "consequence_of")
     kinds: set[str] = set()
     for other in all_rules:
+        if other.id == rule_id:
+            continue
         refs = set(other.consequence_of)
-        if other.id != rule_id and (rule_id in refs or refs & groups or ("*" in refs and not catch_all)):
+        if rule_id in refs or refs & groups or ("*" in refs and not catch_all):
             kinds |= {m.kind for m in other.match}
-        elif other.id != rule_id and not catch_all:
+        elif not catch_all:
             kinds |= {m.kind for m in other.match if m.weak}
     return kinds
 

@@ -62,6 +62,12 @@ def clean_condition(cond: str) -> str:
     return cond.strip()
 
 
+def _triples(coords: re.Match[str]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """The block and thread of a `_COORD` match."""
+    a, b, c, d, e, f = (int(g) for g in coords.groups())
+    return (a, b, c), (d, e, f)
+
+
 def fuzzy_assert(line: Line) -> KernelAssert | None:
     """Best effort for lines mangled by concurrent device printf: file, condition, coordinates."""
     text = line.text.replace("【", "[").replace("】", "]")
@@ -70,6 +76,7 @@ def fuzzy_assert(line: Line) -> KernelAssert | None:
     coords = _COORD.search(text)
     if not files or not (cond or coords):
         return None
+    block, thread = _triples(coords) if coords else (None, None)
     kernel_file, lineno = files[0][0], None
     for name, num in files:
         if num:
@@ -81,8 +88,8 @@ def fuzzy_assert(line: Line) -> KernelAssert | None:
         kernel_file=kernel_file,
         kernel_line=lineno,
         condition=clean_condition(cond.group(1)) if cond else "",
-        block=tuple(int(x) for x in coords.groups()[:3]) if coords else None,  # type: ignore[arg-type]
-        thread=tuple(int(x) for x in coords.groups()[3:]) if coords else None,  # type: ignore[arg-type]
+        block=block,
+        thread=thread,
         source="fuzzy",
     )
 
@@ -188,12 +195,6 @@ def _plausible(rec: KernelAssert) -> bool:
     return not (rec.function and re.search(r"[:：]\d+[:：]|block\s*:", rec.function))
 
 
-def _triples(coords: re.Match[str]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """The block and thread of a `_COORD` match."""
-    a, b, c, d, e, f = (int(g) for g in coords.groups())
-    return (a, b, c), (d, e, f)
-
-
 def _word_starts(text: str, limit: int = 6) -> list[int]:
     """Where the assert's location may begin: the line's start, or a word after what was glued before it."""
     return [0, *(m.end() for m in _SPACE_RUN.finditer(text, 1, max(1, text.find("block"))))][:limit]
@@ -239,8 +240,8 @@ class KernelAssertReader(Reader):
                 return True
             return False
         coords = _COORD.search(text)
-        shape = f"{text[: coords.start()]}\0{text[coords.end() :]}" if coords else None
-        seen = self.by_shape.get(shape) if shape is not None else None
+        shape = f"{text[: coords.start()]}\0{text[coords.end() :]}" if coords else ""
+        seen = self.by_shape.get(shape)
         if seen is not None and coords is not None:  # another thread of an assert read: its coordinates are the news
             block, thread = _triples(coords)
             self.sink.emit(seen.model_copy(update={**read_at(line), "block": block, "thread": thread}))
@@ -251,12 +252,7 @@ class KernelAssertReader(Reader):
             if _plausible(rec):
                 self.sink.emit(rec)
                 # kept where the grammar read the coordinates the search found: then they are all that can differ
-                if (
-                    shape is not None
-                    and coords is not None
-                    and _triples(coords) == (rec.block, rec.thread)
-                    and len(self.by_shape) < MAX_SHAPES
-                ):
+                if coords is not None and _triples(coords) == (rec.block, rec.thread) and len(self.by_shape) < MAX_SHAPES:
                     self.by_shape[shape] = rec
                 return True
         rec = fuzzy_assert(line)
