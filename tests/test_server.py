@@ -21,6 +21,7 @@ from serverkit import EXAMPLE, HOSTILE, HOSTILE_VALUE, INDEX, OOM, Receiver, fre
 from kbdebug.diagnosis import Diagnosis
 from kbdebug.server import db, store
 from kbdebug.server.app import Settings, create_app
+from kbdebug.server.prepared import prepare
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -42,6 +43,22 @@ def test_diagnose_returns_what_explain_prints_and_stores_it(db_url: str) -> None
     assert re.fullmatch(r"/v1/reports/[\w-]{16}", r.headers["location"])
     assert c.get(r.headers["location"]).json() == expected
     assert c.get("/v1/health").json()["reports"] == 1
+
+
+def test_a_post_answers_and_stores_what_its_worker_encoded(db_url: str) -> None:
+    """The worker encodes the diagnosis as it is stored and as the post's answer; the server writes the one as
+    it is (not encoded twice) and sends the other, byte for byte what the stored report's JSON is."""
+    c = client(db_url)
+    r = c.post("/v1/diagnose", content=INDEX)
+    assert r.status_code == 201 and r.headers["content-type"] == "application/json"
+    assert r.content == c.get(r.headers["location"]).content
+    engine = db.make_engine(db_url)
+    prepared = prepare(Diagnosis(source="rank3.log", notes=["a note"]))
+    saved = store.save(engine, prepared, store.Meta(job="j"), 1)
+    found = store.report(engine, saved.ref)
+    assert found is not None and found[0].model_dump(mode="json") == json.loads(prepared.data)
+    assert found[0].source == "rank3.log" and found[0].notes == ["a note"]
+    engine.dispose()
 
 
 def test_multipart_upload_is_the_same_log(db_url: str) -> None:

@@ -6,6 +6,7 @@ several hosts can share one PostgreSQL. SQL is only ever built by SQLAlchemy, wi
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -43,6 +44,16 @@ def utcnow() -> datetime:
 def new_ref() -> str:
     """A report's public id: 96 random bits, so that no one reads the reports by counting."""
     return secrets.token_urlsafe(12)
+
+
+class EncodedJSON(str):
+    """A JSON column's value already encoded (kbdebug.server.prepared, in the worker that made it): written as
+    it is, not encoded again."""
+
+
+def _json_text(value: Any) -> str:
+    """The engine's JSON encoder: what SQLAlchemy's would write (`json.dumps`), less the work already done."""
+    return value if isinstance(value, EncodedJSON) else json.dumps(value)
 
 
 class Base(DeclarativeBase):
@@ -155,7 +166,7 @@ def make_engine(url: str, timeout: float = 5.0) -> Engine:
         if path and path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         busy = max(timeout * 2, 1.0)  # several writers (workers, threads) wait for each other, this long
-        engine = create_engine(url, connect_args={"timeout": busy, "check_same_thread": False})
+        engine = create_engine(url, connect_args={"timeout": busy, "check_same_thread": False}, json_serializer=_json_text)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -170,7 +181,9 @@ def make_engine(url: str, timeout: float = 5.0) -> Engine:
     args: dict[str, Any] = {}
     if url.startswith("postgresql"):
         args = {"connect_timeout": max(int(timeout), 1), "options": f"-c statement_timeout={ms * 6} -c lock_timeout={ms}"}
-    return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=8, pool_timeout=timeout, connect_args=args)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=8, max_overflow=8, pool_timeout=timeout, connect_args=args, json_serializer=_json_text
+    )
 
 
 def migrate(engine: Engine) -> int:

@@ -51,9 +51,18 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def check_host(request: Request, settings: SettingsDep) -> None:
+def _settings(request: Request) -> Settings:
+    """The app's settings, for the checks every request passes: read where `get_settings` reads them, not
+    declared as a dependency of each check (FastAPI solves each dependency of each request anew: on a post,
+    the checks' own were a third of its work outside the diagnosis)."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+async def check_host(request: Request) -> None:
     """Refuse a Host this service does not answer to (DNS rebinding). With a token and no configured
     names, the token guards every request and any Host is served."""
+    settings = _settings(request)
     if settings.token and not (settings.public_url or settings.allowed_hosts):
         return
     name = _host_name(request.headers.get("host", ""))
@@ -83,7 +92,8 @@ class Unauthorized(HTTPException):
         super().__init__(401, detail, headers={"WWW-Authenticate": 'Basic realm="kbdebug", charset="UTF-8"'})
 
 
-async def read_access(request: Request, settings: SettingsDep) -> None:
+async def read_access(request: Request) -> None:
+    settings = _settings(request)
     if settings.token and not hmac.compare_digest(_given_token(request).encode(), settings.token.encode()):
         raise Unauthorized("this server answers only with its token (Authorization: Bearer TOKEN, or the token as the password)")
 
@@ -93,7 +103,8 @@ def _same_origin(request: Request) -> bool:
     return bool(origin) and origin != "null" and urlsplit(origin).netloc.lower() == request.headers.get("host", "").lower()
 
 
-async def write_access(request: Request, settings: SettingsDep) -> None:
+async def write_access(request: Request) -> None:
+    settings = _settings(request)
     if settings.token and not hmac.compare_digest(_given_token(request).encode(), settings.token.encode()):
         raise Unauthorized("this server takes reports only with its token (Authorization: Bearer TOKEN)")
     if request.method in UNSAFE and not any(h in request.headers for h in CLIENT_HEADERS) and not _same_origin(request):

@@ -12,9 +12,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy import Engine
 
-from kbdebug.diagnosis import Diagnosis
 from kbdebug.server import models, store, triage, webhook, worker
 from kbdebug.server.deps import EngineDep, Readable, SettingsDep, Writable
+from kbdebug.server.prepared import Prepared
 from kbdebug.server.settings import Settings
 
 router = APIRouter(prefix="/v1", tags=["reports"], responses=models.ERRORS)
@@ -103,7 +103,7 @@ def _purge_due(request: Request, settings: Settings) -> bool:
     return True
 
 
-def _diagnose_and_save(engine: Engine, settings: Settings, log: bytes, meta: store.Meta) -> tuple[Diagnosis, store.Saved]:
+def _diagnose_and_save(engine: Engine, settings: Settings, log: bytes, meta: store.Meta) -> tuple[Prepared, store.Saved]:
     """The log diagnosed in the pool (this thread waits for a worker) and stored: one hand-off to a thread per post."""
     diag = worker.pool(settings.diagnose_workers).diagnose(log, meta.source, settings.diagnose_timeout, settings.diagnose_queue)
     return diag, store.save(engine, diag, meta, len(log))
@@ -146,14 +146,15 @@ async def post_diagnose(
     name = meta.source if meta.source != "-" else filename or "-"
     meta = store.Meta(**{**meta.__dict__, "source": name})
     diag, saved = await run_in_threadpool(_diagnose_and_save, engine, settings, log, meta)
-    if (saved.new or saved.regressed) and settings.webhook and diag.root is not None:
-        group = await run_in_threadpool(store.group_summary, engine, diag.root.signature)
+    if (saved.new or saved.regressed) and settings.webhook and diag.signature:
+        group = await run_in_threadpool(store.group_summary, engine, diag.signature)
         _notify(settings, request, background, group, saved.regressed)
     kept = settings.retention()
     if kept is not None and _purge_due(request, settings):
         background.add_task(triage.purge, engine, store.utcnow() - kept)
     location = f"/v1/reports/{saved.ref}"
-    return JSONResponse(store.answer(diag), status_code=201, headers={"Location": location, "X-Kbdebug-Report": saved.ref})
+    headers = {"Location": location, "X-Kbdebug-Report": saved.ref}
+    return Response(diag.answer, status_code=201, headers=headers, media_type="application/json")
 
 
 @router.get(

@@ -22,6 +22,7 @@ from kbdebug.diagnosis import Diagnosis
 from kbdebug.records import AnyRecord
 from kbdebug.render import json_object
 from kbdebug.server.db import Report, Signature, new_ref, utcnow
+from kbdebug.server.prepared import Prepared, prepare
 
 NEW_FOR = timedelta(hours=24)  # a group first seen this recently is marked new
 LISTED = 20  # jobs and hosts named per group; the count says how many there are
@@ -122,26 +123,24 @@ def _add_signature(dialect: str) -> Any:
     return None if ins is None else ins(Signature).on_conflict_do_nothing(index_elements=["signature"]).returning(Signature.signature)
 
 
-def save(engine: Engine, diag: Diagnosis, meta: Meta, log_bytes: int) -> Saved:
-    """Store one diagnosis. Whether its signature is new is decided by the signatures table's unique key,
-    and whether its group regressed by one conditional update, so that two workers never both say so.
-    Three statements built once, run with this report's values on one connection: a post's own cost on the
-    service's one event loop is mostly this, and building statements and an ORM session's bookkeeping were
-    four fifths of it."""
-    root = diag.root
-    sig = root.signature if root is not None else ""
+def save(engine: Engine, diag: Diagnosis | Prepared, meta: Meta, log_bytes: int) -> Saved:
+    """Store one diagnosis (as a worker prepared it, or prepared here). Whether its signature is new is
+    decided by the signatures table's unique key, and whether its group regressed by one conditional update,
+    so that two workers never both say so. Three statements built once, run with this report's values on one
+    connection: a post's own cost on the service's one event loop is mostly this, and building statements and
+    an ORM session's bookkeeping were four fifths of it."""
+    p = diag if isinstance(diag, Prepared) else prepare(diag)
+    sig = p.signature
     now = utcnow()
     ref = new_ref()
-    rule = root.rule if root is not None else ""
-    title = root.title if root is not None else ""
     row = {
         "ref": ref,
         "received_at": now,
         "signature": sig,
         "signature_version": SIGNATURE_VERSION,
-        "rule": rule,
-        "title": title,
-        "retry": str((root.facts.get("retry") if root is not None else "") or ""),
+        "rule": p.rule,
+        "title": p.title,
+        "retry": p.retry,
         "job": meta.job,
         "host": meta.host,
         "rank": meta.rank,
@@ -150,20 +149,20 @@ def save(engine: Engine, diag: Diagnosis, meta: Meta, log_bytes: int) -> Saved:
         "tags": meta.tags,
         "source": meta.source,
         "log_bytes": log_bytes,
-        "diagnosis": diag.model_dump(mode="json"),
+        "diagnosis": p.data,
         "html": b"",
     }
     with engine.begin() as conn:
         report_id = conn.execute(_ADD_REPORT, row).scalar_one()
         new = regressed = False
-        if root is not None and sig:
+        if sig:
             values = {
                 "signature": sig,
-                "rule": rule,
-                "title": title,
+                "rule": p.rule,
+                "title": p.title,
                 "first_seen": now,
                 "first_report": report_id,
-                "key": root.signature_key,
+                "key": p.signature_key,
                 "status": "open",
             }
             upsert = _add_signature(engine.dialect.name)

@@ -3,8 +3,9 @@ longer than its time budget is refused and its worker replaced, so that no log, 
 the service: other posts go on in the other workers, and reads never wait for a diagnosis.
 
 A worker is `python -m kbdebug.server.worker`: it reads pickled (log, source) jobs on stdin and writes the
-pickled `Diagnosis` (or the error's sentence) on stdout. It exits when its parent goes (stdin closes), and
-its address space is capped (MEMORY), so a log that would need more memory fails alone.
+diagnosis, prepared to be stored and sent (kbdebug.server.prepared), or the error's sentence, pickled, on
+stdout. It exits when its parent goes (stdin closes), and its address space is capped (MEMORY), so a log
+that would need more memory fails alone.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from typing import IO, Any
 
 from kbdebug.diagnosis import Diagnosis
+from kbdebug.server.prepared import Prepared, prepare
 
 MEMORY = 3 << 30  # a worker's address space, bytes
 _HEAD = struct.Struct("!Q")
@@ -72,7 +74,7 @@ class _Worker:
         (size,) = _HEAD.unpack(_read_exact(fd, _HEAD.size, time.monotonic() + timeout))
         _read_exact(fd, size, time.monotonic() + timeout)
 
-    def run(self, body: bytes, source: str, timeout: float) -> Diagnosis:
+    def run(self, body: bytes, source: str, timeout: float) -> Prepared:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         _write(self.proc.stdin, (body, source))
         deadline = time.monotonic() + timeout
@@ -101,7 +103,7 @@ class Pool:
         self._lock = threading.Lock()
         atexit.register(self.close)
 
-    def diagnose(self, body: bytes, source: str, timeout: float, wait: float) -> Diagnosis:
+    def diagnose(self, body: bytes, source: str, timeout: float, wait: float) -> Prepared:
         """The diagnosis of `body`, or Refused: over `timeout` seconds of diagnosis, or no worker free in `wait`."""
         try:
             worker = self._idle.get(timeout=wait)
@@ -195,7 +197,7 @@ def main() -> None:
             return
         body, source = pickle.loads(inp.read(_HEAD.unpack(head)[0]))
         try:
-            answer: tuple[bool, Any] = (True, _diagnose(body, source))
+            answer: tuple[bool, Any] = (True, prepare(_diagnose(body, source)))
         except MemoryError:
             answer = (False, f"it needs more than this server's memory budget of {MEMORY >> 30} GiB")
         except Exception as exc:  # a bug on one log fails that post alone, with its reason
