@@ -104,7 +104,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--against", type=Path, metavar="DIR", help="another kbdebug checkout to time beside this one")
+    ap.add_argument("--child", action="append", choices=list(CHILDREN), help="time only this child (again for more)")
     args = ap.parse_args()
+    children = {name: cmd for name, cmd in CHILDREN.items() if not args.child or name in args.child}
     # A cold start is a fresh process, not uncompiled sources: write the bytecode first, as an install does.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(ROOT)
@@ -115,7 +117,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         minimal = [PY, "-c", MINIMAL, os.path.join(tmp, "minimal.log")]
         cases: dict[str, tuple[list[str], dict[str, str]]] = {"kbdebug --version (the CLI floor)": ([*KB, "--version"], env)}
-        for name, cmd in CHILDREN.items():
+        for name, cmd in children.items():
             cases[name] = (cmd, env)
             # the minimal wrapper gets the child's environment as kbdebug makes it (unbuffered), so both copy alike
             cases[f"minimal -- {name}"] = ([*minimal, *cmd], {**env, "PYTHONUNBUFFERED": "1"})
@@ -132,11 +134,11 @@ def main() -> int:
                 cpu[name].append(used)
     for title, figures in (("wall clock", times), ("CPU time (user + system)", cpu)):
         print(f"== {title}")
-        table(figures, args.against)
+        table(figures, args.against, list(children))
     return 0
 
 
-def table(times: dict[str, list[float]], against: Path | None) -> None:
+def table(times: dict[str, list[float]], against: Path | None, children: list[str]) -> None:
     """Per child: the bare command, then each wrapper: what it adds, that over the CLI's own start, the
     ratio of what it adds to what the minimal wrapper adds, and its total as a multiple of the bare child's."""
     med = {name: statistics.median(t) for name, t in times.items()}
@@ -144,7 +146,7 @@ def table(times: dict[str, list[float]], against: Path | None) -> None:
     cli = "kbdebug --version (the CLI floor)"
     print(f"{'':44s} {'median':>8s} {'min':>8s} {'added (med/min)':>17s} {'over the CLI':>14s} {'x minimal':>10s} {'x bare':>7s}")
     print(f"{cli:44s} {med[cli] * 1000:6.0f}ms {low[cli] * 1000:6.0f}ms")
-    for name in CHILDREN:
+    for name in children:
         print(f"{name:44s} {med[name] * 1000:6.0f}ms {low[name] * 1000:6.0f}ms")
         floor = med[f"minimal -- {name}"] - med[name]
         for label, wrapped in (
