@@ -152,6 +152,27 @@ def unpack_values() -> Any:
     return images, targets
 
 
+def none_compared() -> Any:
+    best = None
+    for val_loss in (0.4, 0.3):
+        if val_loss < best:  # type: ignore[operator]
+            best = val_loss
+    return best
+
+
+def none_summed() -> Any:
+    running = None
+    for loss in (0.5, 0.25):
+        running += loss  # type: ignore[operator]
+    return running
+
+
+def loop_unpack() -> Any:
+    loader = [([0.5], [1], "img_001.png")]
+    for images, labels in loader:  # type: ignore[misc]
+        return images, labels
+
+
 def unexpected_keyword() -> Any:
     class UNet:
         def __init__(self, in_channels: int, num_classes: int) -> None:
@@ -163,6 +184,18 @@ def unexpected_keyword() -> Any:
 def str_to_float() -> Any:
     row = ["img_001.png", "cat"]
     return float(row[1])
+
+
+def data_parallel_attribute() -> Any:
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone = torch.nn.Linear(2, 2)
+
+    model = torch.nn.DataParallel(Net())
+    return model.backbone(torch.zeros(1, 2))
 
 
 def none_from_get() -> Any:
@@ -232,6 +265,9 @@ CASES = [
     Case("misspelt_name", misspelt_name, ("val_loss", "val_loss", "val_los`")),
     Case("unassigned_local", unassigned_local, ("best_epoch", "best_epoch", None)),
     Case("unpack_values", unpack_values, ("batch", "expected 2", length(3))),
+    Case("none_compared", none_compared, ("best", "<", "is None")),
+    Case("none_summed", none_summed, ("running", "+=", "is None")),
+    Case("loop_unpack", loop_unpack, ("each item of `loader`", "expected 2", "`images, labels`")),
     Case("unexpected_keyword", unexpected_keyword, ("UNet", "dropout", None)),
     Case("str_to_float", str_to_float, ("row[1]", "cat", None)),
     Case("list_index_value", list_remove_value, ("classes", "bird", "'dog'")),
@@ -242,3 +278,4 @@ except ImportError:  # the re-raised worker error needs torch's wrapper
     pass
 else:
     CASES.append(Case("worker_key", worker_key, ("sample", "'image'", ("re-raised", "worker process 0"))))
+    CASES.append(Case("data_parallel_attribute", data_parallel_attribute, ("model", "backbone", "`model.module.backbone`")))

@@ -2,7 +2,8 @@
 one: which key, index, attribute or name failed, and in which expression of the line.
 
 A plain error (`KeyError: 'image'`, `IndexError: list index out of range`, `'NoneType' object has no attribute
-'shape'`) has no rule of its own: the catch-all's guide is built from these facts. Text only (a log has no
+'shape'`, `'<' not supported between instances of 'float' and 'NoneType'`, `too many values to unpack (expected 2)`)
+has no rule of its own: the catch-all's guide is built from these facts. Text only (a log has no
 frames); kbdebug.runtime.plain_errors adds the live values (the list's length, the dict's keys) where the frame is there.
 """
 
@@ -30,6 +31,19 @@ _NONE_IN_BATCH = _regex_cache.compile(
 )
 # collate_tensor_fn in a DataLoader worker sizes the shared batch first: `sum(x.numel() for x in batch)` meets the None
 _COLLATE_NUMEL = _regex_cache.compile(r"\bx\.numel\(\) for x in batch\b")
+# Python's own wordings of a value unpacked into another number of names (ceval.c), and of an operator or a builtin
+# given a None (abstract.c, object.c): the None is one of the line's operands
+_UNPACK = _regex_cache.compile(r"^(too many|not enough) values to unpack \(expected (\d+)(?:, got (\d+))?\)")
+_NONE_OPERAND = _regex_cache.compile(
+    r"^unsupported operand type\(s\) for ([^:]+): '([\w.]+)' and '([\w.]+)'"
+    r"|^'([<>=!]=?)' not supported between instances of '([\w.]+)' and '([\w.]+)'"
+    r"|^object of type '(NoneType)' has no len\(\)"
+)
+# `for a, b in X:` and `a, b = X` (a starred name or parentheses aside): the names and the value unpacked
+_FOR_TARGETS = _regex_cache.compile(r"^\s*(?:async\s+)?for\s+\(?([\w\s,*.\[\]]+?)\)?\s+in\s+(.+?):?\s*$")
+_ASSIGN_TARGETS = _regex_cache.compile(r"^\s*\(?([\w\s,*.\[\]]+,[\w\s,*.\[\]]*?)\)?\s*=(?!=)\s*(.+?)\s*$")
+_COMMENT = _regex_cache.compile(r"\s+#[^'\"]*$")  # a line's trailing comment (one holding no quote: not inside a string)
+_EXPR = r"[A-Za-z_][\w.]*(?:\((?:[^()]|\([^()]*\))*\)|\[[^\[\]]*\])*"
 _NAME_ERROR = _regex_cache.compile(
     r"name '(\w+)' is not defined|local variable '(\w+)' referenced|cannot access (?:local|free) variable '(\w+)'"
 )
@@ -67,8 +81,10 @@ def plain_facts(error_type: str, message: str, code: str) -> dict[str, Any]:
         if subs:
             facts["indexed"] = [f"{base}[{index}]" for base, index in subs][:4]
     elif kind == "AttributeError" and (m := _ATTRIBUTE_ERROR.match(first)):
-        owner_type, attribute = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        owner_type, attribute = (m.group(1), m.group(2)) if m.group(1) else ("module", m.group(4))
         facts["attribute_of_type"], facts["missing_attribute"] = owner_type, attribute
+        if m.group(3):  # `module 'torch' has no attribute 'compile'`: another version of it, or a file shadowing it
+            facts["attribute_module"] = m.group(3)[len("module '") : -1]
         owner = re.search(rf"([A-Za-z_][\w.]*(?:\([^()]*\)|\[[^\[\]]*\])*)\.{attribute}\b", code)
         if owner:
             facts["attribute_of"] = owner.group(1)
@@ -85,7 +101,46 @@ def plain_facts(error_type: str, message: str, code: str) -> dict[str, Any]:
         facts["none_in_batch"] = True
         if m.group(1) is not None:
             facts["none_element"] = int(m.group(1))
+    elif kind == "TypeError" and (m := _NONE_OPERAND.match(first)):
+        facts.update(_none_operand(m, code))
+    elif kind == "ValueError" and (m := _UNPACK.match(first)):
+        facts.update(_unpacking(m, code))
     return facts
+
+
+def _none_operand(m: re.Match[str], code: str) -> dict[str, Any]:
+    """An operator, a comparison or len() given a None: the operand that is None, where the line shows it."""
+    if m.group(7):  # object of type 'NoneType' has no len()
+        inner = re.search(rf"\blen\(\s*({_EXPR})\s*\)", code)
+        return {"attribute_of_type": "NoneType", **({"attribute_of": inner.group(1)} if inner else {})}
+    op, left, right = (m.group(1), m.group(2), m.group(3)) if m.group(1) else (m.group(4), m.group(5), m.group(6))
+    if "NoneType" not in (left, right):
+        return {}
+    out: dict[str, Any] = {"attribute_of_type": "NoneType"}
+    op = op.strip()
+    at = code.find(f" {op} ")  # `total += loss` too: an augmented assignment's target is its left operand
+    if at >= 0:
+        before = re.search(rf"({_EXPR})\s*$", code[:at])
+        after = re.match(rf"\s*({_EXPR})", code[at + len(op) + 2 :])
+        side = before if left == "NoneType" else after
+        if side:
+            out["attribute_of"] = side.group(1)
+    return out
+
+
+def _unpacking(m: re.Match[str], code: str) -> dict[str, Any]:
+    """A value unpacked into another number of names: how many the line takes, how many it held (when Python says),
+    the names and the value, and whether each item of a loop is unpacked."""
+    out: dict[str, Any] = {"unpack_expected": int(m.group(2))}
+    if m.group(3):
+        out["unpack_got"] = int(m.group(3))
+    code = _COMMENT.sub("", code)
+    loop = _FOR_TARGETS.match(code)
+    target = loop or _ASSIGN_TARGETS.match(code)
+    if target:
+        names = ", ".join(n.strip() for n in target.group(1).split(",") if n.strip())
+        out.update(unpack_targets=names, unpacked=target.group(2).rstrip(":").strip(), unpack_loop=bool(loop))
+    return out
 
 
 def _subscript_of(code: str, fits: Any) -> str | None:

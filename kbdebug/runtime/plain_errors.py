@@ -131,7 +131,8 @@ def _short_sequence(frame: FrameType, code: str) -> dict[str, Any]:
 
 def _none_source(frame: FrameType, line: int, name: str) -> str | None:
     """The right-hand side of the last assignment to `name` before the failing line, in its function: the call
-    that returned None (`cv2.imread(path)`)."""
+    that returned None (`cv2.imread(path)`). None where that is None itself (`best = None`): nothing returned it, the
+    variable started so and nothing set it since."""
     try:
         lines, start = inspect.getsourcelines(frame.f_code)
     except (OSError, TypeError):
@@ -142,7 +143,7 @@ def _none_source(frame: FrameType, line: int, name: str) -> str | None:
         m = assign.match(text) if no < line else None
         if m:
             found = m.group(1)
-    return found
+    return None if found == "None" else found
 
 
 def _parse(code: str) -> ast.AST | None:

@@ -300,6 +300,12 @@ class Facts(TypedDict, total=False):
     attribute_of_type: Annotated[str, _f("its type as the message names it (`NoneType`)", "context")]
     missing_attribute: Annotated[str, _f("the attribute an AttributeError names", "context")]
     none_from: Annotated[str, _f("live: the right-hand side of the last assignment of that None before the failing line", "live")]
+    attribute_module: Annotated[str, _f("the module an AttributeError says has no such attribute (`torch`)", "context")]
+    unpack_expected: Annotated[int, _f("how many names a value was unpacked into (`too many values to unpack (expected 2)`)", "context")]
+    unpack_got: Annotated[int, _f("how many values it held, where Python says (`not enough values ... got 2`)", "context")]
+    unpack_targets: Annotated[str, _f("the names of the failing line it was unpacked into (`images, labels`)", "context")]
+    unpacked: Annotated[str, _f("the expression unpacked (`train_loader`, each of its items in a loop)", "context")]
+    unpack_loop: Annotated[bool, _f("each item of a `for` loop is unpacked, not the value itself", "context")]
     undefined_name: Annotated[str, _f("the name a NameError names", "context")]
     hidden_expected: Annotated[
         list[int], _f("the hidden state an RNN expects for its input: (layers * directions, batch, hidden size)", "message")

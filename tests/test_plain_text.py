@@ -1,0 +1,65 @@
+"""What a plain Python error names, read off its message and failing line alone (a pasted log has no frames):
+the None operand of an operator, the names and the value of an unpacking, the module an attribute is missing
+from. kbdebug.diagnoser.plain; the live values are tests/test_plain_live.py's."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbdebug.diagnoser.plain import plain_facts
+
+NONE = "NoneType"
+
+
+@pytest.mark.parametrize(
+    ("message", "code", "expected"),
+    [
+        ("unsupported operand type(s) for /: 'NoneType' and 'int'", "acc = correct / total", {"attribute_of": "correct"}),
+        ("unsupported operand type(s) for +=: 'NoneType' and 'Tensor'", "running_loss += loss", {"attribute_of": "running_loss"}),
+        ("unsupported operand type(s) for *: 'float' and 'NoneType'", "lr = base_lr * scale(epoch)", {"attribute_of": "scale(epoch)"}),
+        ("'<' not supported between instances of 'NoneType' and 'float'", "if best_loss < val_loss:", {"attribute_of": "best_loss"}),
+        ("'<' not supported between instances of 'float' and 'NoneType'", "if val_loss < best:", {"attribute_of": "best"}),
+        ("object of type 'NoneType' has no len()", "n = len(dataset.samples)", {"attribute_of": "dataset.samples"}),
+        ("unsupported operand type(s) for -: 'NoneType' and 'int'", "x = a-1", {}),  # no operator with spaces: no operand named
+    ],
+)
+def test_an_operator_given_none_names_the_operand_that_is_none(message: str, code: str, expected: dict[str, str]) -> None:
+    assert plain_facts("TypeError", message, code) == {"attribute_of_type": NONE, **expected}
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [
+        ("unsupported operand type(s) for +: 'int' and 'str'", "x = a + b"),  # no None: nothing to name
+        ('can only concatenate str (not "int") to str', "name = prefix + i"),
+        ("'<' not supported between instances of 'str' and 'int'", "if a < b:"),
+    ],
+)
+def test_an_operator_given_other_types_names_nothing(message: str, code: str) -> None:
+    assert plain_facts("TypeError", message, code) == {}
+
+
+def test_an_unpacking_names_its_names_its_value_and_the_count() -> None:
+    loop = plain_facts("ValueError", "too many values to unpack (expected 2)", "for images, labels in train_loader:  # batches")
+    assert loop == {"unpack_expected": 2, "unpack_targets": "images, labels", "unpacked": "train_loader", "unpack_loop": True}
+    assign = plain_facts("ValueError", "not enough values to unpack (expected 3, got 2)", "img, label, path = dataset[i]")
+    assert assign == {
+        "unpack_expected": 3,
+        "unpack_got": 2,
+        "unpack_targets": "img, label, path",
+        "unpacked": "dataset[i]",
+        "unpack_loop": False,
+    }
+    # which of two unpackings failed is not known: the count alone
+    assert plain_facts("ValueError", "too many values to unpack (expected 2)", "for i, (x, y) in enumerate(loader):") == {
+        "unpack_expected": 2
+    }
+    assert plain_facts("ValueError", "too many values to unpack (expected 2)", "outputs = model(x)") == {"unpack_expected": 2}
+    assert plain_facts("ValueError", "could not convert string to float: 'cat'", "v = float(row[1])") == {}
+
+
+def test_a_module_without_the_attribute_is_named_as_a_module() -> None:
+    facts = plain_facts("AttributeError", "module 'torch' has no attribute 'compile'", "model = torch.compile(model)")
+    assert facts == {"attribute_of_type": "module", "missing_attribute": "compile", "attribute_module": "torch", "attribute_of": "torch"}
+    wrapped = plain_facts("AttributeError", "'DataParallel' object has no attribute 'backbone'", "feats = model.backbone(x)")
+    assert wrapped == {"attribute_of_type": "DataParallel", "missing_attribute": "backbone", "attribute_of": "model"}
