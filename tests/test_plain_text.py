@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbdebug.api import diagnose_text
 from kbdebug.diagnoser.plain import plain_facts
 
 NONE = "NoneType"
@@ -63,3 +64,51 @@ def test_a_module_without_the_attribute_is_named_as_a_module() -> None:
     assert facts == {"attribute_of_type": "module", "missing_attribute": "compile", "attribute_module": "torch", "attribute_of": "torch"}
     wrapped = plain_facts("AttributeError", "'DataParallel' object has no attribute 'backbone'", "feats = model.backbone(x)")
     assert wrapped == {"attribute_of_type": "DataParallel", "missing_attribute": "backbone", "attribute_of": "model"}
+
+
+def _page(code: str, error: str) -> dict[str, str]:
+    log = f'Traceback (most recent call last):\n  File "/home/u/train.py", line 30, in <module>\n    {code}\n{error}\n'
+    inc = diagnose_text(log).incidents[0]
+    assert inc.rule == "other"
+    return {k: str(inc.guide.get(k, "")) for k in ("what", "why", "confirm", "fix")}
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "section", "said"),
+    [
+        (
+            "model.eval()",
+            "AttributeError: 'collections.OrderedDict' object has no attribute 'eval'",
+            "fix",
+            'model.load_state_dict(torch.load(path, map_location="cpu"))',
+        ),
+        ("cfg = yaml.load(f)", "TypeError: load() missing 1 required positional argument: 'Loader'", "fix", "`yaml.safe_load(f)`"),
+        ("pbar = tqdm(loader)", "TypeError: 'module' object is not callable", "fix", "`from tqdm import tqdm`"),
+        ("x = x.to(device)", "AttributeError: 'list' object has no attribute 'to'", "fix", "`x = torch.stack(x)`"),
+        ("out = model()", "TypeError: forward() missing 1 required positional argument: 'x'", "fix", "`model(*batch)`"),
+        ("data = json.load(f)", "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)", "why", "an empty file"),
+        (
+            "img = Image.open(p)",
+            "PIL.UnidentifiedImageError: cannot identify image file '/data/x/1.jpg'",
+            "confirm",
+            "`file /data/x/1.jpg`",
+        ),
+    ],
+)
+def test_a_plain_error_whose_wording_says_what_was_meant_gets_its_fix(code: str, error: str, section: str, said: str) -> None:
+    assert said in _page(code, error)[section]
+
+
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        ("n = n.to(device)", "AttributeError: 'int' object has no attribute 'to'"),  # not a list: no stack
+        ("v = cfg.lr", "AttributeError: 'dict' object has no attribute 'lr'"),  # a config dict, not a state dict
+        ("data = json.load(f)", "json.decoder.JSONDecodeError: Expecting ',' delimiter: line 3 column 5 (char 20)"),  # JSON, broken
+        ("y = f(g(x))", "TypeError: 'module' object is not callable"),  # two calls: which is the module is not known
+    ],
+)
+def test_a_lookalike_wording_gets_no_such_fix(code: str, error: str) -> None:
+    page = " ".join(_page(code, error).values())
+    for wrong in ("torch.stack", "load_state_dict", "an empty file", "from f import", "from g import"):
+        assert wrong not in page

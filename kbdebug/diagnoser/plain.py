@@ -43,6 +43,7 @@ _NONE_OPERAND = _regex_cache.compile(
 _FOR_TARGETS = _regex_cache.compile(r"^\s*(?:async\s+)?for\s+\(?([\w\s,*.\[\]]+?)\)?\s+in\s+(.+?):?\s*$")
 _ASSIGN_TARGETS = _regex_cache.compile(r"^\s*\(?([\w\s,*.\[\]]+,[\w\s,*.\[\]]*?)\)?\s*=(?!=)\s*(.+?)\s*$")
 _COMMENT = _regex_cache.compile(r"\s+#[^'\"]*$")  # a line's trailing comment (one holding no quote: not inside a string)
+_CALLED = _regex_cache.compile(r"(?<![\w.\])])([A-Za-z_][\w.]*)\s*\(")  # a name or dotted name called, not a method of a call's result
 _EXPR = r"[A-Za-z_][\w.]*(?:\((?:[^()]|\([^()]*\))*\)|\[[^\[\]]*\])*"
 _NAME_ERROR = _regex_cache.compile(
     r"name '(\w+)' is not defined|local variable '(\w+)' referenced|cannot access (?:local|free) variable '(\w+)'"
@@ -93,6 +94,9 @@ def plain_facts(error_type: str, message: str, code: str) -> dict[str, Any]:
     elif kind == "TypeError" and (m := _NOT_SUBSCRIPTABLE.match(first)):
         facts["attribute_of_type"] = m.group(1)
         base = _subscript_of(code, lambda index: True) if m.group(2) == "subscriptable" else None
+        if m.group(2) == "callable":  # the name called, where the line calls only one (`pbar = tqdm(loader)`)
+            called = set(_CALLED.findall(_COMMENT.sub("", code)))
+            base = called.pop() if len(called) == 1 else None
         if base:
             facts["attribute_of"] = base
     elif kind in ("NameError", "UnboundLocalError") and (m := _NAME_ERROR.search(first)):
