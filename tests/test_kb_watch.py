@@ -42,6 +42,23 @@ def test_a_watched_directory_sees_every_change_at_once(tmp_path: Path) -> None:
     assert (str(guide), -1, -1) in _asked(tmp_path)
 
 
+def test_a_watched_directory_sees_a_case_page_edited_added_or_removed(tmp_path: Path) -> None:
+    rule = make_rule(tmp_path)
+    cases = rule.parent / "cases"
+    cases.mkdir()
+    page = cases / "one.md"
+    page.write_text("---\nwhen: x\n---\n## How to fix\n\nOne.\n", encoding="utf-8")
+    first = [_asked(tmp_path) for _ in range(layout.WATCH_FROM)][-1]
+    assert any(name == str(page) for name, _, _ in first) and rule_stamps(tmp_path, watch=True) is first
+    page.write_text("---\nwhen: x\n---\n## How to fix\n\nOne, edited.\n", encoding="utf-8")  # an edit inside the cases folder
+    edited = _asked(tmp_path)
+    assert edited != first
+    (cases / "two.md").write_text("---\nwhen: y\n---\n## How to fix\n\nTwo.\n", encoding="utf-8")  # a page added
+    assert any(name.endswith("two.md") for name, _, _ in _asked(tmp_path))
+    page.unlink()  # a page removed
+    assert not any(name == str(page) for name, _, _ in _asked(tmp_path))
+
+
 def test_a_linked_rule_file_is_stated_every_time(tmp_path: Path) -> None:
     rules, elsewhere = tmp_path / "rules", tmp_path / "elsewhere"
     rule = make_rule(rules)

@@ -208,3 +208,66 @@ def test_a_pattern_s_texts_are_shipped_by_the_pattern_itself() -> None:
     assert pattern in shipped._texts() and shipped.required_texts(pattern) == phrases.required_texts(pattern)
     mine = r"my own (?:wording|phrase) of \d+ things"
     assert mine not in shipped._texts() and shipped.required_texts(mine) == frozenset({"my own wording of ", "my own phrase of "})
+
+
+CASE = """---
+when: error_message is string and "rank" in error_message
+---
+{%- set who = "the ranks" -%}
+
+## What it means
+
+It was {{ who }}.
+
+## How to fix
+
+Give {{ who }} more shared memory.
+"""
+
+
+def test_a_case_page_stands_in_for_the_guide_where_its_test_holds(tmp_path: Path) -> None:
+    """cases/*.md: its What it means follows the guide's, its other sections replace the guide's; elsewhere the
+    guide is as it was; a case edited, added or removed is seen by the next load."""
+    path = make_rule(tmp_path)
+    cases = tmp_path / "shm_user_rule" / "cases"
+    cases.mkdir()
+    (cases / "ranks.md").write_text(CASE, encoding="utf-8")
+    rule, problems = read_rule(path)
+    assert problems == [] and rule is not None
+    from kbdebug.diagnoser.guides import fill_text
+
+    ranked, plain = {"error_message": "rank 3 failed"}, {"error_message": "a worker failed"}
+    assert fill_text(rule.guide.what, ranked) == "A DataLoader worker ran out of shared memory.\n\nSecond paragraph. It was the ranks."
+    assert fill_text(rule.guide.fix, ranked) == "Give the ranks more shared memory."
+    assert fill_text(rule.guide.why, ranked) == "`/dev/shm` is small in containers."  # the case has no Why: the guide's
+    assert (
+        fill_text(rule.guide.what, plain).endswith("Second paragraph.")
+        and fill_text(rule.guide.fix, plain) == "Ask for more shared memory."
+    )
+    assert lint_directory(tmp_path) == []
+    first = load_kb([tmp_path]).get("shm_user_rule")
+    (cases / "ranks.md").write_text(CASE.replace("more shared memory", "a larger /dev/shm"), encoding="utf-8")
+    edited = load_kb([tmp_path]).get("shm_user_rule")
+    assert first is not None and edited is not None and "a larger /dev/shm" in edited.guide.fix
+    (cases / "ranks.md").unlink()
+    removed = load_kb([tmp_path]).get("shm_user_rule")
+    assert removed is not None and removed.guide.fix == "Ask for more shared memory."
+
+
+@pytest.mark.parametrize(
+    ("page", "said"),
+    [
+        ("## How to fix\n\nno test.\n", "a case starts with its test"),
+        ("---\nwhen:\n---\n## How to fix\n\nx.\n", "a case starts with its test"),
+        ("---\nwhen: x\nunless: y\n---\n## How to fix\n\nx.\n", "a case starts with its test"),
+        ("---\nwhen: x\n---\nno section.\n", "a case has at least one section"),
+        ("---\nwhen: x\n---\n## How to repair\n\nx.\n", "unknown section '## How to repair'"),
+    ],
+)
+def test_a_broken_case_page_names_its_file_and_the_problem(tmp_path: Path, page: str, said: str) -> None:
+    path = make_rule(tmp_path)
+    (tmp_path / "shm_user_rule" / "cases").mkdir()
+    (tmp_path / "shm_user_rule" / "cases" / "bad.md").write_text(page, encoding="utf-8")
+    rule, problems = read_rule(path)
+    assert rule is None and len(problems) == 1
+    assert problems[0].startswith(str(tmp_path / "shm_user_rule" / "cases" / "bad.md")) and said in problems[0]

@@ -12,6 +12,17 @@ A guide is written with real newlines: a line break inside a paragraph is a spac
 it, and a blank line ends a paragraph. What stands before the first section is shared by all four:
 decide a case once there (`{% set wanted = ... %}`) instead of writing the same branches in each.
 
+A guide whose cause shows in many ways (the catch-all's: a message template each) keeps each way in a page of
+its own, beside it:
+
+    knowledge/<id>/cases/<name>.md          one case: a header `---` / `when: <test>` / `---` (a jinja2 test
+                                            over the facts), then any of the four sections, for that case alone
+
+The cases are tried in file-name order: the first whose test holds gives its Why it happens, How to confirm and
+How to fix in place of the guide's own, and its What it means follows the guide's (which says what failed, where).
+What stands before a case's first section is its own `{% set %}`s, set before the tests of every section it is in; the
+guide's shared part is its cases' too.
+
 A single `<name>.toml` holding `[guide]` and `[examples]` tables is the same rule in one file (handy
 for a user's own rule); both forms are read by `rule_data`.
 """
@@ -22,17 +33,19 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kbdebug import _regex_cache
 from kbdebug.kb.watch import Watch
 
 RULE_FILE = "rule.toml"
 GUIDE_FILE = "guide.md"
+CASES_DIR = "cases"
 EXAMPLES_DIR = "examples"
 # The guide's sections: its model's field, and the heading the user reads.
 GUIDE_SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
 _HEADING = _regex_cache.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+_CASE_HEADER = _regex_cache.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 
 
 class LayoutError(ValueError):
@@ -83,6 +96,8 @@ def _stamps(directory: str, watch: Watch | None) -> list[tuple[str, int, int]]:
         for rule, guide in listed:  # each rule folder, before its files are stat'ed: a write from now on is an event
             if guide is not None:
                 watch.add(os.path.dirname(rule))
+                if os.path.isdir(cases := os.path.join(os.path.dirname(rule), CASES_DIR)):
+                    watch.add(cases)
             if any(os.path.islink(f) for f in (rule, guide) if f is not None):
                 watch.close()  # a link's target is elsewhere: a write there is no event here
                 _UNWATCHABLE.add(directory)
@@ -99,6 +114,24 @@ def _stamps(directory: str, watch: Watch | None) -> list[tuple[str, int, int]]:
                 out.append((guide, st.st_size, st.st_mtime_ns))
             except OSError:
                 out.append((guide, -1, -1))
+            out += _case_stamps(os.path.dirname(rule))
+    return out
+
+
+def _case_stamps(folder: str) -> list[tuple[str, int, int]]:
+    """A rule folder's cases folder (its time of change says a page was added, removed or renamed) and each page
+    in it; nothing for a folder without one (one stat)."""
+    cases = os.path.join(folder, CASES_DIR)
+    try:
+        st = os.stat(cases)
+    except OSError:
+        return []
+    out = [(cases, st.st_size, st.st_mtime_ns)]
+    with os.scandir(cases) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.endswith(".md") and not entry.name.startswith("."):
+                st = entry.stat()
+                out.append((entry.path, st.st_size, st.st_mtime_ns))
     return out
 
 
@@ -123,8 +156,26 @@ def is_folder_rule(path: Path) -> bool:
     return path.name == RULE_FILE
 
 
-def read_guide(text: str, where: Path) -> dict[str, str]:
-    """The sections of a guide.md, each as one template (paragraphs kept, line breaks inside them spaces)."""
+def read_guide(text: str, where: Path, cases: list[Case] | None = None) -> dict[str, str]:
+    """The sections of a guide.md, each as one template (paragraphs kept, line breaks inside them spaces), with
+    its cases (`read_cases`) joined in: each section tries them in order before its own text, What it means after.
+    A case's shared part (its `{% set %}`s) stands before the tests, as the guide's does: a name set inside one
+    branch would be, to jinja2, a fact read from the incident in every other."""
+    shared, sections = _split_guide(text, where)
+    for key, _ in GUIDE_SECTIONS:
+        branches = [case for case in cases or () if case.sections.get(key)]
+        if not branches:
+            continue
+        lead = " " if key == "what" else ""
+        sets = "".join(case.shared for case in branches)
+        tests = "".join(f"{{% {'elif' if i else 'if'} {c.when} %}}{lead}{c.sections[key]}" for i, c in enumerate(branches))
+        own = sections.get(key, "")
+        sections[key] = sets + (f"{own}{tests}{{% endif %}}" if key == "what" else f"{tests}{{% else %}}{own}{{% endif %}}")
+    return {key: f"{shared} {body}" if shared and body else body for key, body in sections.items()}
+
+
+def _split_guide(text: str, where: Path) -> tuple[str, dict[str, str]]:
+    """A guide's shared part (what stands before its first section) and its sections, as `read_guide` joins them."""
     titles = {title.lower(): key for key, title in GUIDE_SECTIONS}
     marks = list(_HEADING.finditer(text))
     shared = join_lines(text[: marks[0].start()] if marks else text)
@@ -135,9 +186,45 @@ def read_guide(text: str, where: Path) -> dict[str, str]:
             known = ", ".join(f"'## {title}'" for _, title in GUIDE_SECTIONS)
             raise LayoutError(f"{where}: unknown section '## {mark.group(1).strip()}' (the sections are {known})")
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        body = join_lines(text[mark.end() : end])
-        out[key] = f"{shared} {body}" if shared and body else body
+        out[key] = join_lines(text[mark.end() : end])
+    return shared, out
+
+
+class Case(NamedTuple):
+    """One page of a guide's `cases` folder: its name, the test that selects it, its shared part, its sections."""
+
+    name: str
+    when: str
+    shared: str
+    sections: dict[str, str]
+
+
+def read_cases(folder: Path) -> list[Case]:
+    """The cases of a rule folder's guide (`cases/*.md`), in the order they are tried: their files' names."""
+    out = []
+    for path in case_files(folder):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise LayoutError(f"{exc.filename or path}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise LayoutError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        head = _CASE_HEADER.match(text)
+        lines = head.group(1).splitlines() if head else []
+        fields = {k.strip(): v for k, v in (line.partition(":")[::2] for line in lines if line.strip())}
+        when = " ".join(fields.pop("when", "").split())
+        if head is None or not when or fields:
+            raise LayoutError(f"{path}: a case starts with its test, on lines of their own: `---`, `when: <test>`, `---`")
+        shared, sections = _split_guide(text[head.end() :], path)
+        if not any(sections.values()):
+            raise LayoutError(f"{path}: a case has at least one section ('## What it means', '## Why it happens', ...)")
+        out.append(Case(path.stem, when, shared, sections))
     return out
+
+
+def case_files(folder: Path) -> list[Path]:
+    """A rule folder's case pages, in the order they are tried (none when it has no `cases` folder)."""
+    return sorted((folder / CASES_DIR).glob("*.md"))
 
 
 def join_lines(text: str) -> str:
@@ -172,7 +259,7 @@ def rule_data(path: Path, parsed: dict[str, Any]) -> dict[str, Any]:
     data = dict(parsed)
     guide = folder / GUIDE_FILE
     try:
-        data["guide"] = read_guide(guide.read_text(encoding="utf-8"), guide)
+        data["guide"] = read_guide(guide.read_text(encoding="utf-8"), guide, read_cases(folder))
     except OSError as exc:
         raise LayoutError(f"{exc.filename or guide}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

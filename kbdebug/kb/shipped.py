@@ -4,7 +4,7 @@ every match of each of their patterns holds.
 Reading a rule folder is parsing its TOML and splitting its guide into sections: some 20 ms for the bundled
 rules (tomllib is pure Python, and importing it is a third of that), paid by every run without a cache (a
 first run, CI, a read-only home, `KBDEBUG_NO_CACHE=1`). The file holds each bundled rule's data as
-`kbdebug.kb.layout.rule_data` reads it, under a hash of the bytes of its rule.toml and guide.md: a rule whose
+`kbdebug.kb.layout.rule_data` reads it, under a hash of the bytes of its rule.toml, guide.md and case pages: a rule whose
 files changed since is read from them, as if the file were not there. The data is validated all the same
 (kbdebug.kb.model): only the reading of the files is skipped. `python -m kbdebug.kb` writes it; a test fails
 while it is stale.
@@ -20,7 +20,7 @@ from typing import Any
 
 from kbdebug._resources import data_dir
 from kbdebug.core import phrases
-from kbdebug.kb.layout import GUIDE_FILE, read_rule_files, rule_paths
+from kbdebug.kb.layout import GUIDE_FILE, case_files, read_rule_files, rule_paths
 
 FILE = "rules.json"
 # What the file's data is: raise it when kbdebug.kb.layout reads a rule folder into other data, or
@@ -28,10 +28,17 @@ FILE = "rules.json"
 LAYOUT = "layout-2"
 
 
-def digest(toml: bytes, guide: bytes) -> str:
-    """The hash of a rule folder's files (line ends as the wheel has them)."""
+def digest(toml: bytes, guide: bytes, cases: list[tuple[str, bytes]] | None = None) -> str:
+    """The hash of a rule folder's files (line ends as the wheel has them): rule.toml, guide.md and its case pages."""
     whole = toml.replace(b"\r\n", b"\n") + b"\0" + guide.replace(b"\r\n", b"\n")
+    for name, text in cases or ():
+        whole += b"\0" + name.encode() + b"\0" + text.replace(b"\r\n", b"\n")
     return hashlib.sha256(whole).hexdigest()[:20]
+
+
+def _folder_files(folder: Path) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """The bytes of a rule folder's guide and of each of its case pages, by name."""
+    return (folder / GUIDE_FILE).read_bytes(), [(p.name, p.read_bytes()) for p in case_files(folder)]
 
 
 @cache
@@ -74,10 +81,10 @@ def read(path: Path, toml: bytes) -> dict[str, Any] | None:
     if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
         return None
     try:
-        guide = (path.parent / GUIDE_FILE).read_bytes()
+        guide, cases = _folder_files(path.parent)
     except OSError:
         return None  # reading the folder says what is wrong with it
-    return entry["data"] if entry.get("hash") == digest(toml, guide) else None  # type: ignore[no-any-return]
+    return entry["data"] if entry.get("hash") == digest(toml, guide, cases) else None  # type: ignore[no-any-return]
 
 
 def snapshot() -> dict[str, Any]:
@@ -89,7 +96,7 @@ def snapshot() -> dict[str, Any]:
         data, problem = read_rule_files(path, toml)
         if problem is not None:
             raise ValueError(problem)
-        rules[path.parent.name] = {"hash": digest(toml, (path.parent / GUIDE_FILE).read_bytes()), "data": data}
+        rules[path.parent.name] = {"hash": digest(toml, *_folder_files(path.parent)), "data": data}
         for m in data.get("match", []):
             patterns.update(m.get("fields", {}).values(), m.get("absent", {}).values())
         patterns.update(ind["pattern"] for ind in data.get("indicators", []))
