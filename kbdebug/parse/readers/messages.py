@@ -24,7 +24,17 @@ _ROLES = ("input_shape", "target_shape")
 # Values that are lists of ints, each its own rule of INTs: `view(-1, 3, 2048)`'s shape (-1: the dim view infers), an
 # RNN's hidden state `(layers * directions, batch, hidden)` expected and given, a LayerNorm's `normalized_shape`
 _INT_LISTS = frozenset(
-    {"view_shape", "hidden_expected", "hidden_given", "normalized_shape", "bmm_expected", "bmm_given", "inplace_shape", "broadcast_result"}
+    {
+        "view_shape",
+        "hidden_expected",
+        "hidden_given",
+        "normalized_shape",
+        "bmm_expected",
+        "bmm_given",
+        "inplace_shape",
+        "broadcast_result",
+        "pad_input",
+    }
 )
 # ... and those printed as one token, by their separator: a pooling's input and output, channels first (`3x2x2`), the
 # indices of the parameters DDP got no gradient for (`2 3`)
