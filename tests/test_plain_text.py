@@ -93,6 +93,33 @@ def _page(code: str, error: str) -> dict[str, str]:
             "confirm",
             "`file /data/x/1.jpg`",
         ),
+        ("torch.save(best, p)", "NameError: name 'best' is not defined", "confirm", '`grep -n "best" /home/u/train.py`'),
+        ("x, y = next(iter(loader))", "StopIteration", "confirm", "`print(len(dataset), len(loader))`"),
+        ("return self.f(x)", "RecursionError: maximum recursion depth exceeded", "fix", "`self.__dict__`"),
+        ("v = float(row[1])", "ValueError: could not convert string to float: 'label'", "fix", "`next(reader)`"),
+        ("n = int(parts[0])", "ValueError: invalid literal for int() with base 10: 'id'", "why", "header row"),
+        ("f = open(p)", "OSError: [Errno 24] Too many open files: 'data/a.txt'", "fix", "`ulimit -n 65536`"),
+        ("r = int(os.environ['LOCAL_RANK'])", "KeyError: 'LOCAL_RANK'", "fix", "`torchrun --nproc_per_node=1 /home/u/train.py`"),
+        ("d = os.environ['DATA_ROOT']", "KeyError: 'DATA_ROOT'", "fix", "`export DATA_ROOT=...`"),
+        (
+            "b = tok(t, padding=True)",
+            "ValueError: Asking to pad but the tokenizer does not have a padding token.",
+            "fix",
+            "`tokenizer.pad_token = tokenizer.eos_token`",
+        ),
+        (
+            "loss.backward()",
+            "RuntimeError: Expected to mark a variable ready only once. This error is caused by",
+            "fix",
+            "use_reentrant=False)`",
+        ),
+        ("scaler.unscale_(opt)", "ValueError: Attempting to unscale FP16 gradients.", "confirm", "`{torch.float16}`"),
+        (
+            "auc = roc_auc_score(y, s)",
+            "ValueError: Only one class present in y_true. ROC AUC score is not defined in that case.",
+            "fix",
+            "stratify=y",
+        ),
     ],
 )
 def test_a_plain_error_whose_wording_says_what_was_meant_gets_its_fix(code: str, error: str, section: str, said: str) -> None:
@@ -106,9 +133,25 @@ def test_a_plain_error_whose_wording_says_what_was_meant_gets_its_fix(code: str,
         ("v = cfg.lr", "AttributeError: 'dict' object has no attribute 'lr'"),  # a config dict, not a state dict
         ("data = json.load(f)", "json.decoder.JSONDecodeError: Expecting ',' delimiter: line 3 column 5 (char 20)"),  # JSON, broken
         ("y = f(g(x))", "TypeError: 'module' object is not callable"),  # two calls: which is the module is not known
+        ("x = cfg_local['lr']", "KeyError: 'lr'"),  # a dict of the code's, not the environment
+        ("v = math.sqrt(x)", "ValueError: math domain error"),  # not text read as a number
+        ('g = clip(ps, 1.0, norm_type="fro")', "ValueError: could not convert string to float: 'fro'"),  # an argument, not a field
+        ("f = open(p)", "OSError: [Errno 22] Invalid argument: 'a?.txt'"),  # not the file limit
+        ("b = tok(t)", "ValueError: Asking for a padding token twice"),  # not transformers' wording
     ],
 )
 def test_a_lookalike_wording_gets_no_such_fix(code: str, error: str) -> None:
     page = " ".join(_page(code, error).values())
-    for wrong in ("torch.stack", "load_state_dict", "an empty file", "from f import", "from g import"):
+    wrongs = (
+        "torch.stack",
+        "load_state_dict",
+        "an empty file",
+        "from f import",
+        "from g import",
+        "torchrun",
+        "export ",
+        "header",
+        "ulimit",
+    )
+    for wrong in (*wrongs, "eos_token"):
         assert wrong not in page
