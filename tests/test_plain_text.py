@@ -115,6 +115,57 @@ def _page(code: str, error: str) -> dict[str, str]:
         ),
         ("scaler.unscale_(opt)", "ValueError: Attempting to unscale FP16 gradients.", "confirm", "`{torch.float16}`"),
         (
+            "m = get_peft_model(m, c)",
+            "ValueError: Target modules {'q_proj'} not found in the base model.",
+            "fix",
+            '`target_modules="all-linear"`',
+        ),
+        (
+            "t = AutoTokenizer.from_pretrained(n)",
+            "OSError: We couldn't connect to 'https://huggingface.co' to load the files",
+            "fix",
+            "`HF_HUB_OFFLINE=1`",
+        ),
+        (
+            "for x, y in loader:",
+            "TypeError: default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found <class 'PIL.Image.Image'>",
+            "fix",
+            "`transforms.ToTensor()`",
+        ),
+        ("a = TrainingArguments(bf16=True)", "ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10", "fix", "`fp16=True`"),
+        (
+            "y = self.norm(x)",
+            "ValueError: Expected more than 1 spatial element when training, got input size torch.Size([2, 8, 1, 1])",
+            "why",
+            "1x1",
+        ),
+        (
+            "a, b = random_split(ds, [n1, n2])",
+            "ValueError: Sum of input lengths does not equal the length of the input dataset!",
+            "fix",
+            "`random_split(dataset, [n_train, len(dataset) - n_train])`",
+        ),
+        ("opt.step()", "RuntimeError: Adam does not support sparse gradients, please consider SparseAdam instead", "fix", "`sparse=False`"),
+        (
+            "df = pd.read_csv(p)",
+            "pandas.errors.ParserError: Error tokenizing data. C error: Expected 3 fields in line 17, saw 4",
+            "confirm",
+            "`sed -n '1p;17p'`",
+        ),
+        ("y = torch.tensor(labels)", "ValueError: too many dimensions 'str'", "fix", "classes.index(c)"),
+        (
+            "z = torch.zeros(3, dtype=d)",
+            "TypeError: zeros(): argument 'dtype' must be torch.dtype, not str",
+            "fix",
+            '`getattr(torch, "float16")`',
+        ),
+        (
+            "net = UNet(3, dropout=0.1)",
+            "TypeError: UNet.__init__() got an unexpected keyword argument 'dropout'",
+            "confirm",
+            "`import inspect; print(inspect.signature(UNet.__init__))`",
+        ),
+        (
             "auc = roc_auc_score(y, s)",
             "ValueError: Only one class present in y_true. ROC AUC score is not defined in that case.",
             "fix",
@@ -155,3 +206,11 @@ def test_a_lookalike_wording_gets_no_such_fix(code: str, error: str) -> None:
     )
     for wrong in (*wrongs, "eos_token"):
         assert wrong not in page
+
+
+def test_a_none_sample_in_a_batch_keeps_its_own_page_not_the_collate_types() -> None:
+    page = _page(
+        "for x, y in loader:",
+        "TypeError: default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found <class 'NoneType'>",
+    )
+    assert "returned None" in page["why"] and "ToTensor" not in " ".join(page.values())
