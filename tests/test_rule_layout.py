@@ -271,3 +271,19 @@ def test_a_broken_case_page_names_its_file_and_the_problem(tmp_path: Path, page:
     rule, problems = read_rule(path)
     assert rule is None and len(problems) == 1
     assert problems[0].startswith(str(tmp_path / "shm_user_rule" / "cases" / "bad.md")) and said in problems[0]
+
+
+def test_a_case_page_is_its_own_fragment_checked_at_load(tmp_path: Path) -> None:
+    """A guide calls each case's text (`case(...)`), compiled only when reached: its syntax is still checked when the
+    rule is read, and lint reads its facts as if it were written into the guide."""
+    from kbdebug.kb.layout import included, inlined
+
+    path = make_rule(tmp_path)
+    (tmp_path / "shm_user_rule" / "cases").mkdir()
+    (tmp_path / "shm_user_rule" / "cases" / "ranks.md").write_text(CASE, encoding="utf-8")
+    rule, _ = read_rule(path)
+    assert rule is not None and included(rule.guide.fix) == ["Give {{ who }} more shared memory."]
+    assert "case(" not in inlined(rule.guide.fix) and "Give {{ who }} more shared memory." in inlined(rule.guide.fix)
+    (tmp_path / "shm_user_rule" / "cases" / "ranks.md").write_text(CASE.replace("more shared memory", "{% if %}"), encoding="utf-8")
+    rule, problems = read_rule(path)
+    assert rule is None and any("guide.fix" in p for p in problems)

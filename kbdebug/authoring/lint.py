@@ -21,7 +21,7 @@ from kbdebug._resources import data_dir
 from kbdebug.authoring.examples import check_examples
 from kbdebug.authoring.facts import rule_vocabulary
 from kbdebug.kb.layout import rule_paths
-from kbdebug.kb.loader import RuleFileError, bundled_rules, read_rule_data, rule_templates
+from kbdebug.kb.loader import RuleFileError, bundled_rules, read_rule_data, rule_fragments, rule_templates
 from kbdebug.kb.model import Rule
 
 
@@ -84,7 +84,7 @@ def generated_code_errors(data: dict[str, Any]) -> list[tuple[str, str]]:
 
     env = guide_environment()
     problems = []
-    for where, text in rule_templates(data):
+    for where, text in rule_fragments(data):
         try:
             env.compile(text, text)
         except jinja2.TemplateSyntaxError:

@@ -25,6 +25,7 @@ from kbdebug.core.values import human_size
 from kbdebug.diagnosis import Incident
 from kbdebug.kb.commands import needs
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
+from kbdebug.kb.layout import included
 from kbdebug.kb.model import RETRY_VALUES, Rule
 
 PHRASES = "_phrases.j2"  # knowledge/_phrases.j2: the phrasing every guide shares
@@ -45,6 +46,13 @@ class _Phrases:
             self._module = self._env.get_template(PHRASES).module
         macro = getattr(self._module, name)
         return lambda *args, **kwargs: markupsafe.Markup(macro(*args, **kwargs))
+
+
+@jinja2.pass_context
+def _case(context: Any, text: str) -> markupsafe.Markup:
+    """A case page's section, rendered as a fragment of its own (compiled when a guide first reaches it) in the
+    guide's context: the facts and what the guide has set. Guide text (Markup): its values were set aside as it ran."""
+    return markupsafe.Markup(context.environment.get_template(text).render(context.get_all()))
 
 
 def guide_environment() -> jinja2.Environment:
@@ -76,6 +84,7 @@ def _fragment_env() -> jinja2.Environment:
     )
     env.bytecode_cache = ShippedTemplates(bytecode_cache(), data_dir("knowledge") / COMPILED_GUIDES, env)
     env.globals["phrase"] = _Phrases(env)
+    env.globals["case"] = _case  # a guide's case page (kbdebug.kb.layout.include)
     env.filters["human_size"] = human_size  # `{{ requested | human_size }}`: 745 GiB, not 800000000000 bytes
     return env
 
@@ -85,7 +94,8 @@ def fragments(rules: Iterable[Rule]) -> list[str]:
     derived facts, commands), and the phrases', each once: what `python -m kbdebug.render` ships compiled."""
     texts = [PHRASES]
     for rule in rules:
-        texts += [getattr(rule.guide, key) for key, _ in SECTIONS]
+        sections = [getattr(rule.guide, key) for key, _ in SECTIONS]
+        texts += sections + [case for text in sections for case in included(text)]
         texts += [*rule.facts.values(), *rule.commands]
     return list(dict.fromkeys(t for t in texts if "{" in t))
 

@@ -29,6 +29,7 @@ for a user's own rule); both forms are read by `rule_data`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from functools import lru_cache
@@ -45,6 +46,7 @@ EXAMPLES_DIR = "examples"
 # The guide's sections: its model's field, and the heading the user reads.
 GUIDE_SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
 _HEADING = _regex_cache.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+_INCLUDED = _regex_cache.compile(r'\{\{ case\(("(?:[^"\\]|\\.)*")\) \}\}')
 _CASE_HEADER = _regex_cache.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 
 
@@ -158,7 +160,8 @@ def is_folder_rule(path: Path) -> bool:
 
 def read_guide(text: str, where: Path, cases: list[Case] | None = None) -> dict[str, str]:
     """The sections of a guide.md, each as one template (paragraphs kept, line breaks inside them spaces), with
-    its cases (`read_cases`) joined in: each section tries them in order before its own text, What it means after.
+    its cases (`read_cases`) joined in: each section tries them in order before its own text, What it means after;
+    a case's section is included (`include`), not written into the guide's.
     A case's shared part (its `{% set %}`s) stands before the tests, as the guide's does: a name set inside one
     branch would be, to jinja2, a fact read from the incident in every other."""
     shared, sections = _split_guide(text, where)
@@ -168,10 +171,28 @@ def read_guide(text: str, where: Path, cases: list[Case] | None = None) -> dict[
             continue
         lead = " " if key == "what" else ""
         sets = "".join(case.shared for case in branches)
-        tests = "".join(f"{{% {'elif' if i else 'if'} {c.when} %}}{lead}{c.sections[key]}" for i, c in enumerate(branches))
+        tests = "".join(f"{{% {'elif' if i else 'if'} {c.when} %}}{lead}{include(c.sections[key])}" for i, c in enumerate(branches))
         own = sections.get(key, "")
         sections[key] = sets + (f"{own}{tests}{{% endif %}}" if key == "what" else f"{tests}{{% else %}}{own}{{% endif %}}")
     return {key: f"{shared} {body}" if shared and body else body for key, body in sections.items()}
+
+
+def include(text: str) -> str:
+    """A case's section as its guide includes it: a call of the guide environment's `case` with its text, which
+    renders it as a fragment of its own, in the guide's context (kbdebug.diagnoser.guides): only the case that
+    applies is ever compiled, and a guide's code holds each case's text once (jinja2's `{% include %}` writes the
+    including template's name, its whole text, into the code once per include)."""
+    return f"{{{{ case({json.dumps(text, ensure_ascii=False)}) }}}}"
+
+
+def included(section: str) -> list[str]:
+    """The case texts a guide section includes, in their order."""
+    return [json.loads(m.group(1)) for m in _INCLUDED.finditer(section)]
+
+
+def inlined(section: str) -> str:
+    """A guide section with each case's text in the place of its include: the one template to read its facts from."""
+    return _INCLUDED.sub(lambda m: str(json.loads(m.group(1))), section)
 
 
 def _split_guide(text: str, where: Path) -> tuple[str, dict[str, str]]:
