@@ -237,18 +237,19 @@ def test_a_case_page_stands_in_for_the_guide_where_its_test_holds(tmp_path: Path
     from kbdebug.diagnoser.guides import fill_text
 
     ranked, plain = {"error_message": "rank 3 failed"}, {"error_message": "a worker failed"}
-    assert fill_text(rule.guide.what, ranked) == "A DataLoader worker ran out of shared memory.\n\nSecond paragraph. It was the ranks."
-    assert fill_text(rule.guide.fix, ranked) == "Give the ranks more shared memory."
-    assert fill_text(rule.guide.why, ranked) == "`/dev/shm` is small in containers."  # the case has no Why: the guide's
-    assert (
-        fill_text(rule.guide.what, plain).endswith("Second paragraph.")
-        and fill_text(rule.guide.fix, plain) == "Ask for more shared memory."
-    )
+
+    def fill(section: str, facts: dict[str, str]) -> str:
+        return fill_text(section, facts, cases=rule.guide.cases)
+
+    assert fill(rule.guide.what, ranked) == "A DataLoader worker ran out of shared memory.\n\nSecond paragraph. It was the ranks."
+    assert fill(rule.guide.fix, ranked) == "Give the ranks more shared memory."
+    assert fill(rule.guide.why, ranked) == "`/dev/shm` is small in containers."  # the case has no Why: the guide's
+    assert fill(rule.guide.what, plain).endswith("Second paragraph.") and fill(rule.guide.fix, plain) == "Ask for more shared memory."
     assert lint_directory(tmp_path) == []
     first = load_kb([tmp_path]).get("shm_user_rule")
     (cases / "ranks.md").write_text(CASE.replace("more shared memory", "a larger /dev/shm"), encoding="utf-8")
     edited = load_kb([tmp_path]).get("shm_user_rule")
-    assert first is not None and edited is not None and "a larger /dev/shm" in edited.guide.fix
+    assert first is not None and edited is not None and "a larger /dev/shm" in edited.guide.cases["ranks.fix"]
     (cases / "ranks.md").unlink()
     removed = load_kb([tmp_path]).get("shm_user_rule")
     assert removed is not None and removed.guide.fix == "Ask for more shared memory."
@@ -274,16 +275,19 @@ def test_a_broken_case_page_names_its_file_and_the_problem(tmp_path: Path, page:
 
 
 def test_a_case_page_is_its_own_fragment_checked_at_load(tmp_path: Path) -> None:
-    """A guide calls each case's text (`case(...)`), compiled only when reached: its syntax is still checked when the
-    rule is read, and lint reads its facts as if it were written into the guide."""
+    """A guide calls each case by its key (`case("ranks.fix")`), its text kept beside the sections and compiled only
+    when reached: its syntax is still checked when the rule is read, and lint reads its facts as if it were written
+    into the guide."""
     from kbdebug.kb.layout import included, inlined
 
     path = make_rule(tmp_path)
     (tmp_path / "shm_user_rule" / "cases").mkdir()
     (tmp_path / "shm_user_rule" / "cases" / "ranks.md").write_text(CASE, encoding="utf-8")
     rule, _ = read_rule(path)
-    assert rule is not None and included(rule.guide.fix) == ["Give {{ who }} more shared memory."]
-    assert "case(" not in inlined(rule.guide.fix) and "Give {{ who }} more shared memory." in inlined(rule.guide.fix)
+    assert rule is not None and included(rule.guide.fix) == ["ranks.fix"]
+    assert rule.guide.cases["ranks.fix"] == "Give {{ who }} more shared memory." and "Give {{ who }}" not in rule.guide.fix
+    whole = inlined(rule.guide.fix, rule.guide.cases)
+    assert "case(" not in whole and "Give {{ who }} more shared memory." in whole
     (tmp_path / "shm_user_rule" / "cases" / "ranks.md").write_text(CASE.replace("more shared memory", "{% if %}"), encoding="utf-8")
     rule, problems = read_rule(path)
     assert rule is None and any("guide.fix" in p for p in problems)

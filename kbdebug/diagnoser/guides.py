@@ -25,7 +25,6 @@ from kbdebug.core.values import human_size
 from kbdebug.diagnosis import Incident
 from kbdebug.kb.commands import needs
 from kbdebug.kb.layout import GUIDE_SECTIONS as SECTIONS
-from kbdebug.kb.layout import included
 from kbdebug.kb.model import RETRY_VALUES, Rule
 
 PHRASES = "_phrases.j2"  # knowledge/_phrases.j2: the phrasing every guide shares
@@ -48,11 +47,16 @@ class _Phrases:
         return lambda *args, **kwargs: markupsafe.Markup(macro(*args, **kwargs))
 
 
+CASES = "_cases"  # the name a guide's case texts go by in its context (kbdebug.kb.model.Guide.cases)
+
+
 @jinja2.pass_context
-def _case(context: Any, text: str) -> markupsafe.Markup:
-    """A case page's section, rendered as a fragment of its own (compiled when a guide first reaches it) in the
-    guide's context: the facts and what the guide has set. Guide text (Markup): its values were set aside as it ran."""
-    return markupsafe.Markup(context.environment.get_template(text).render(context.get_all()))
+def _case(context: Any, key: str) -> markupsafe.Markup:
+    """A case page's section (`name.section`), rendered as a fragment of its own (compiled when a guide first
+    reaches it) in the guide's context: the facts and what the guide has set. Guide text (Markup): its values
+    were set aside as it ran."""
+    text = (context.get(CASES) or {}).get(key)
+    return markupsafe.Markup(context.environment.get_template(text).render(context.get_all()) if text else "")
 
 
 def guide_environment() -> jinja2.Environment:
@@ -94,8 +98,7 @@ def fragments(rules: Iterable[Rule]) -> list[str]:
     derived facts, commands), and the phrases', each once: what `python -m kbdebug.render` ships compiled."""
     texts = [PHRASES]
     for rule in rules:
-        sections = [getattr(rule.guide, key) for key, _ in SECTIONS]
-        texts += sections + [case for text in sections for case in included(text)]
+        texts += [getattr(rule.guide, key) for key, _ in SECTIONS] + list(rule.guide.cases.values())
         texts += [*rule.facts.values(), *rule.commands]
     return list(dict.fromkeys(t for t in texts if "{" in t))
 
@@ -132,9 +135,10 @@ def _fill_slots(text: str, quoted: list[str], markdown: bool) -> str:
     return _SLOT.sub(lambda m: re.sub(r"([`<])", r"\\\1", quoted[int(m.group(1))]), out)
 
 
-def fill_text(template: str, facts: dict[str, Any], markdown: bool = False) -> str:
-    """A rule's template filled with the facts; `markdown`: it is a guide section (see `_fill_slots`)."""
-    return _fill(template, _variables(facts), markdown)
+def fill_text(template: str, facts: dict[str, Any], markdown: bool = False, cases: dict[str, str] | None = None) -> str:
+    """A rule's template filled with the facts; `markdown`: it is a guide section (see `_fill_slots`); `cases`: its
+    guide's case texts, which its sections call."""
+    return _fill(template, _variables({**facts, CASES: cases or {}}), markdown)
 
 
 def _variables(facts: dict[str, Any]) -> dict[str, Any]:
@@ -230,7 +234,7 @@ def filled(inc: Incident, rule: Rule | None) -> Incident:
     ctx = _variables({"script": script_name(inc.facts), "rerun": rerun_command(inc.facts), **facts})
     for key, tmpl in rule.facts.items():
         facts.setdefault(key, _fill(tmpl, ctx, False))
-    guide = {key: _fill(getattr(rule.guide, key), ctx, True) for key, _ in SECTIONS}
+    guide = {key: _fill(getattr(rule.guide, key), {**ctx, CASES: rule.guide.cases}, True) for key, _ in SECTIONS}
     commands = applicable([_fill(c, ctx, False) for c in rule.commands], inc.facts, notebook_env)
     libraries = (None, *inc.facts.get("libraries", ()))
     retry = facts.get("retry")

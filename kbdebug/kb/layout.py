@@ -46,7 +46,7 @@ EXAMPLES_DIR = "examples"
 # The guide's sections: its model's field, and the heading the user reads.
 GUIDE_SECTIONS = (("what", "What it means"), ("why", "Why it happens"), ("confirm", "How to confirm"), ("fix", "How to fix"))
 _HEADING = _regex_cache.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
-_INCLUDED = _regex_cache.compile(r'\{\{ case\(("(?:[^"\\]|\\.)*")\) \}\}')
+_CALLED = _regex_cache.compile(r'\{\{ case\(("(?:[^"\\]|\\.)*")\) \}\}')
 _CASE_HEADER = _regex_cache.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 
 
@@ -158,41 +158,43 @@ def is_folder_rule(path: Path) -> bool:
     return path.name == RULE_FILE
 
 
-def read_guide(text: str, where: Path, cases: list[Case] | None = None) -> dict[str, str]:
+def read_guide(text: str, where: Path, cases: list[Case] | None = None) -> dict[str, Any]:
     """The sections of a guide.md, each as one template (paragraphs kept, line breaks inside them spaces), with
-    its cases (`read_cases`) joined in: each section tries them in order before its own text, What it means after;
-    a case's section is included (`include`), not written into the guide's.
-    A case's shared part (its `{% set %}`s) stands before the tests, as the guide's does: a name set inside one
-    branch would be, to jinja2, a fact read from the incident in every other."""
+    its cases (`read_cases`) joined in: each section tries them in order before its own text, What it means after.
+    A case's section is called by its key (`case("unpacking.fix")`), its text kept under `cases`: the guide
+    environment compiles it only when a guide reaches it (kbdebug.diagnoser.guides), and a guide's code holds no
+    case's text. A case's shared part (its `{% set %}`s) stands before the tests, as the guide's does: a name
+    set inside one branch would be, to jinja2, a fact read from the incident in every other."""
     shared, sections = _split_guide(text, where)
+    texts: dict[str, str] = {}
     for key, _ in GUIDE_SECTIONS:
         branches = [case for case in cases or () if case.sections.get(key)]
         if not branches:
             continue
         lead = " " if key == "what" else ""
         sets = "".join(case.shared for case in branches)
-        tests = "".join(f"{{% {'elif' if i else 'if'} {c.when} %}}{lead}{include(c.sections[key])}" for i, c in enumerate(branches))
+        tests = "".join(f"{{% {'elif' if i else 'if'} {c.when} %}}{lead}{_call(f'{c.name}.{key}')}" for i, c in enumerate(branches))
+        texts.update({f"{c.name}.{key}": c.sections[key] for c in branches})
         own = sections.get(key, "")
         sections[key] = sets + (f"{own}{tests}{{% endif %}}" if key == "what" else f"{tests}{{% else %}}{own}{{% endif %}}")
-    return {key: f"{shared} {body}" if shared and body else body for key, body in sections.items()}
+    out: dict[str, Any] = {key: f"{shared} {body}" if shared and body else body for key, body in sections.items()}
+    if texts:
+        out["cases"] = texts
+    return out
 
 
-def include(text: str) -> str:
-    """A case's section as its guide includes it: a call of the guide environment's `case` with its text, which
-    renders it as a fragment of its own, in the guide's context (kbdebug.diagnoser.guides): only the case that
-    applies is ever compiled, and a guide's code holds each case's text once (jinja2's `{% include %}` writes the
-    including template's name, its whole text, into the code once per include)."""
-    return f"{{{{ case({json.dumps(text, ensure_ascii=False)}) }}}}"
+def _call(key: str) -> str:
+    return f"{{{{ case({json.dumps(key)}) }}}}"
 
 
 def included(section: str) -> list[str]:
-    """The case texts a guide section includes, in their order."""
-    return [json.loads(m.group(1)) for m in _INCLUDED.finditer(section)]
+    """The keys of the cases a guide section calls, in their order."""
+    return [json.loads(m.group(1)) for m in _CALLED.finditer(section)]
 
 
-def inlined(section: str) -> str:
-    """A guide section with each case's text in the place of its include: the one template to read its facts from."""
-    return _INCLUDED.sub(lambda m: str(json.loads(m.group(1))), section)
+def inlined(section: str, cases: dict[str, str]) -> str:
+    """A guide section with each case's text in the place of its call: the one template to read its facts from."""
+    return _CALLED.sub(lambda m: cases.get(json.loads(m.group(1)), ""), section)
 
 
 def _split_guide(text: str, where: Path) -> tuple[str, dict[str, str]]:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from kbdebug._cache import cached, code_version
 from kbdebug._resources import data_dir
 from kbdebug.kb import shipped
-from kbdebug.kb.layout import included, inlined, is_folder_rule, read_rule_files, rule_paths, rule_stamps
+from kbdebug.kb.layout import inlined, is_folder_rule, read_rule_files, rule_paths, rule_stamps
 from kbdebug.kb.model import BUNDLED, Rule
 
 
@@ -144,7 +144,9 @@ def rule_templates(data: dict[str, Any]) -> list[tuple[str, str]]:
     def strings(value: Any) -> dict[str, str]:
         return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
 
-    out = [(f"guide.{key}", inlined(text)) for key, text in strings(data.get("guide")).items()]
+    guide = data.get("guide")
+    cases = strings(guide.get("cases")) if isinstance(guide, dict) else {}
+    out = [(f"guide.{key}", inlined(text, cases)) for key, text in strings(guide).items()]
     commands = data.get("commands")
     out += [(f"commands[{i}]", text) for i, text in enumerate(commands if isinstance(commands, list) else []) if isinstance(text, str)]
     out += [(f"facts.{key}", text) for key, text in strings(data.get("facts")).items()]
@@ -154,12 +156,10 @@ def rule_templates(data: dict[str, Any]) -> list[tuple[str, str]]:
 def rule_fragments(data: dict[str, Any]) -> list[tuple[str, str]]:
     """(field, template) for every template the guides compile of a rule: as `rule_templates`, but a guide section as
     it is, and each case it includes as a fragment of its own (kbdebug.kb.layout.include)."""
-    out = []
-    for where, text in rule_templates({**data, "guide": {}}) + [(f"guide.{k}", v) for k, v in _strings(data.get("guide")).items()]:
-        out.append((where, text))
-        if where.startswith("guide."):
-            out += [(f"{where} (case {i})", case) for i, case in enumerate(included(text), 1)]
-    return out
+    guide = data.get("guide")
+    cases = _strings(guide.get("cases")) if isinstance(guide, dict) else {}
+    out = rule_templates({**data, "guide": {}}) + [(f"guide.{k}", v) for k, v in _strings(guide).items()]
+    return out + [(f"guide.cases.{key}", text) for key, text in cases.items()]
 
 
 def _strings(value: Any) -> dict[str, str]:

@@ -155,6 +155,8 @@ class Guide(BaseModel):
     why: str = Field(min_length=10)
     confirm: str = Field(min_length=10)
     fix: str = Field(min_length=10)
+    # the sections of the guide's case pages, by `name.section`: what `case(...)` in a section renders (kbdebug.kb.layout)
+    cases: dict[str, str] = {}
 
 
 class Indicator(BaseModel):

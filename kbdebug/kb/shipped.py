@@ -25,7 +25,7 @@ from kbdebug.kb.layout import GUIDE_FILE, case_files, read_rule_files, rule_path
 FILE = "rules.json"
 # What the file's data is: raise it when kbdebug.kb.layout reads a rule folder into other data, or
 # kbdebug.core.phrases.required_texts reads other texts off a pattern.
-LAYOUT = "layout-2"
+LAYOUT = "layout-3"
 
 
 def digest(toml: bytes, guide: bytes, cases: list[tuple[str, bytes]] | None = None) -> str:
