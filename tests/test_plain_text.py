@@ -160,6 +160,31 @@ def _page(code: str, error: str) -> dict[str, str]:
             '`getattr(torch, "float16")`',
         ),
         (
+            "with torch.autocast(dev):",
+            "RuntimeError: User specified an unsupported autocast device_type 'gpu'",
+            "fix",
+            "`torch.autocast(device.type)`",
+        ),
+        ("model = torch.compile(model)", "RuntimeError: Dynamo is not supported on Python 3.12+", "confirm", "sys.version_info"),
+        (
+            "y = layer(x, src_mask=m)",
+            "RuntimeError: The shape of the 3D attn_mask is torch.Size([16, 50, 50]), but should be (128, 50, 50).",
+            "fix",
+            "`mask.repeat_interleave(num_heads, dim=0)`",
+        ),
+        (
+            "best = scores.max()",
+            "RuntimeError: max(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim",
+            "fix",
+            "`m = x.max() if x.numel()",
+        ),
+        (
+            "emb = nn.Embedding(n, 64, padding_idx=pad)",
+            "AssertionError: Padding_idx must be within num_embeddings",
+            "fix",
+            "padding_idx=tokenizer.pad_token_id)`",
+        ),
+        (
             "net = UNet(3, dropout=0.1)",
             "TypeError: UNet.__init__() got an unexpected keyword argument 'dropout'",
             "confirm",
