@@ -88,7 +88,7 @@ def _fragment_env() -> jinja2.Environment:
     )
     env.bytecode_cache = ShippedTemplates(bytecode_cache(), data_dir("knowledge") / COMPILED_GUIDES, env)
     env.globals["phrase"] = _Phrases(env)
-    env.globals["case"] = _case  # a guide's case page (kbdebug.kb.layout.include)
+    env.globals["case"] = _case  # a guide's case page (kbdebug.kb.layout.read_guide)
     env.filters["human_size"] = human_size  # `{{ requested | human_size }}`: 745 GiB, not 800000000000 bytes
     return env
 
@@ -234,7 +234,8 @@ def filled(inc: Incident, rule: Rule | None) -> Incident:
     ctx = _variables({"script": script_name(inc.facts), "rerun": rerun_command(inc.facts), **facts})
     for key, tmpl in rule.facts.items():
         facts.setdefault(key, _fill(tmpl, ctx, False))
-    guide = {key: _fill(getattr(rule.guide, key), {**ctx, CASES: rule.guide.cases}, True) for key, _ in SECTIONS}
+    sections_ctx = {**ctx, CASES: rule.guide.cases}
+    guide = {key: _fill(getattr(rule.guide, key), sections_ctx, True) for key, _ in SECTIONS}
     commands = applicable([_fill(c, ctx, False) for c in rule.commands], inc.facts, notebook_env)
     libraries = (None, *inc.facts.get("libraries", ()))
     retry = facts.get("retry")

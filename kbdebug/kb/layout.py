@@ -187,11 +187,6 @@ def _call(key: str) -> str:
     return f"{{{{ case({json.dumps(key)}) }}}}"
 
 
-def included(section: str) -> list[str]:
-    """The keys of the cases a guide section calls, in their order."""
-    return [json.loads(m.group(1)) for m in _CALLED.finditer(section)]
-
-
 def inlined(section: str, cases: dict[str, str]) -> str:
     """A guide section with each case's text in the place of its call: the one template to read its facts from."""
     return _CALLED.sub(lambda m: cases.get(json.loads(m.group(1)), ""), section)

@@ -141,21 +141,18 @@ def rule_templates(data: dict[str, Any]) -> list[tuple[str, str]]:
     Read from the parsed file rather than the model so that a rule the model rejects is still checked.
     """
 
-    def strings(value: Any) -> dict[str, str]:
-        return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
-
     guide = data.get("guide")
-    cases = strings(guide.get("cases")) if isinstance(guide, dict) else {}
-    out = [(f"guide.{key}", inlined(text, cases)) for key, text in strings(guide).items()]
+    cases = _strings(guide.get("cases")) if isinstance(guide, dict) else {}
+    out = [(f"guide.{key}", inlined(text, cases)) for key, text in _strings(guide).items()]
     commands = data.get("commands")
     out += [(f"commands[{i}]", text) for i, text in enumerate(commands if isinstance(commands, list) else []) if isinstance(text, str)]
-    out += [(f"facts.{key}", text) for key, text in strings(data.get("facts")).items()]
+    out += [(f"facts.{key}", text) for key, text in _strings(data.get("facts")).items()]
     return out
 
 
 def rule_fragments(data: dict[str, Any]) -> list[tuple[str, str]]:
     """(field, template) for every template the guides compile of a rule: as `rule_templates`, but a guide section as
-    it is, and each case it includes as a fragment of its own (kbdebug.kb.layout.include)."""
+    it is, and each case text it calls (`case(...)`: kbdebug.kb.layout.read_guide) as a fragment of its own."""
     guide = data.get("guide")
     cases = _strings(guide.get("cases")) if isinstance(guide, dict) else {}
     out = rule_templates({**data, "guide": {}}) + [(f"guide.{k}", v) for k, v in _strings(guide).items()]
@@ -163,6 +160,7 @@ def rule_fragments(data: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _strings(value: Any) -> dict[str, str]:
+    """The string values of a table of a rule file, whatever a broken file holds there."""
     return {k: v for k, v in value.items() if isinstance(v, str)} if isinstance(value, dict) else {}
 
 

@@ -30,9 +30,16 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 CLIENT_HEADERS = ("authorization", "x-kbdebug-token", "x-kbdebug-client")
 
 
-async def get_settings(request: Request) -> Settings:
+def _settings(request: Request) -> Settings:
+    """The app's settings: `get_settings`'s answer, and what the checks every request passes read directly rather
+    than declaring it as a dependency each (FastAPI solves each dependency of each request anew: on a post, the
+    checks' own were a third of its work outside the diagnosis)."""
     settings: Settings = request.app.state.settings
     return settings
+
+
+async def get_settings(request: Request) -> Settings:
+    return _settings(request)
 
 
 async def get_engine(request: Request) -> Engine:
@@ -49,14 +56,6 @@ def _host_name(host: str) -> str:
     if host.startswith("["):
         return host[: host.find("]") + 1] if "]" in host else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def _settings(request: Request) -> Settings:
-    """The app's settings, for the checks every request passes: read where `get_settings` reads them, not
-    declared as a dependency of each check (FastAPI solves each dependency of each request anew: on a post,
-    the checks' own were a third of its work outside the diagnosis)."""
-    settings: Settings = request.app.state.settings
-    return settings
 
 
 async def check_host(request: Request) -> None:
