@@ -34,6 +34,8 @@ _INT_LISTS = frozenset(
         "inplace_shape",
         "broadcast_result",
         "pad_input",
+        "value_shape",
+        "index_result_shape",
     }
 )
 # ... and those printed as one token, by their separator: a pooling's input and output, channels first (`3x2x2`), the
