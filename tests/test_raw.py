@@ -37,6 +37,14 @@ def _fullwidth(text: str) -> str:
     return text.translate({ord(c): 0xFF01 + ord(c) - 0x21 for c in ":()[],"})
 
 
+def _curly(text: str) -> str:
+    return text.replace('"', "\u201c").replace(" ", "\u00a0", 3)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _coloured(text: str) -> str:
     return "\n".join(f"\x1b[31m{line}\x1b[0m" if "Error" in line else line for line in text.split("\n"))
 
@@ -48,6 +56,8 @@ DAMAGE: dict[str, Callable[[str], str]] = {
     "wrapped at 80": _wrapped,
     "full-width punctuation": _fullwidth,
     "ANSI colours": _coloured,
+    "curly quotes and no-break spaces": _curly,
+    "HTML entities": _html,
 }
 
 

@@ -85,6 +85,26 @@ DAMAGED = {
         "'input' and 'target' must have the same shape\n",
         "target_shape_mismatch",
     ),
+    "curly quotes from a chat or a word processor": (
+        "========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to \u201cinvalid argument\u201d on CUDA API call to "
+        "cuMemcpyDtoH_v2.\n=========     Saved host backtrace up to driver entry point at error\n",
+        "sanitizer_memcheck",
+    ),
+    "no-break spaces from a web page": (
+        "/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [87,0,0]"
+        " Assertion `srcIndex < srcSelectDimSize` failed.\n".replace(" ", "\u00a0"),
+        "embedding_index_oob",
+    ),
+    "HTML entities from a page's source": (
+        "/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [87,0,0]"
+        " Assertion `srcIndex &lt; srcSelectDimSize` failed.\n",
+        "embedding_index_oob",
+    ),
+    "zero-width spaces and a byte-order mark": (
+        "\ufeff/opt/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: "
+        "[87,0,0] Assertion `srcIndex <\u200b srcSelectDimSize` failed.\n",
+        "embedding_index_oob",
+    ),
 }
 
 

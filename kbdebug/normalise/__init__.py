@@ -65,8 +65,17 @@ _ANY_PREFIX = lazy("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', str(p.patter
 
 # Translated pages and CJK input methods print ASCII punctuation in its full-width form: fold the whole
 # full-width ASCII block (U+FF01-U+FF5E) and the ideographic space back, so `RuntimeError：CUDA error：`
-# reads as it was printed.
-_FULLWIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | {0x3000: 0x20}
+# reads as it was printed. A word processor, a chat or a web page does the same to quotes and spaces: curly
+# quotes (`No module named ‘timm’`), no-break spaces; and leaves invisible zero-width spaces and byte-order marks.
+_FULLWIDTH = (
+    {0xFF01 + i: 0x21 + i for i in range(94)}
+    | {0x3000: 0x20, 0x00A0: 0x20, 0x202F: 0x20}
+    | dict.fromkeys((0x2018, 0x2019, 0x201A, 0x201B, 0x2032), 0x27)
+    | dict.fromkeys((0x201C, 0x201D, 0x201E, 0x201F, 0x2033), 0x22)
+    | dict.fromkeys((0x200B, 0xFEFF), None)
+)
+# A log copied out of a web page's source, or a tool that escaped it for HTML: `index &gt;= -size`, `&#39;cuda:0&#39;`
+_ENTITY = lazy(r"&(?:lt|gt|amp|quot|apos|nbsp|#\d{2,4}|#x[0-9a-fA-F]{2,4});")
 
 
 def normalise(data: bytes, first_line: int = 1) -> Region:
@@ -74,6 +83,10 @@ def normalise(data: bytes, first_line: int = 1) -> Region:
     text = data.decode("utf-8", "replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if "&" in text and _ENTITY.search(text):
+        import html
+
+        text = html.unescape(text)
     if not text.isascii():
         text = text.translate(_FULLWIDTH)
     text = text.replace("\r\n", "\n")
