@@ -676,3 +676,23 @@ def test_collate_of_lists_of_different_lengths() -> None:
     inc = root(lambda: default_collate([[1, 2], [1, 2, 3]]))
     assert inc.rule == "collate_size_mismatch" and inc.confidence >= 0.9 and "inferred_from" not in inc.facts
     assert "pad_sequence" in inc.guide["fix"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the same",
+        "Expected tensor for argument #1 'input' to have the same type as tensor for argument #2 'weight'; but type "
+        "torch.cuda.HalfTensor does not equal torch.cuda.FloatTensor (while checking arguments for cudnn_batch_norm)",
+    ],
+    ids=["input-weight", "cudnn-arguments"],
+)
+def test_a_layers_check_of_tensor_types_names_the_half_input_and_converts_it(message: str) -> None:
+    from kbdebug.api import diagnose_text
+
+    inc = diagnose_text(
+        f'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    out = model(x)\nRuntimeError: {message}\n'
+    ).root
+    assert inc is not None and inc.rule == "dtype_mismatch"
+    assert (inc.facts["dtype_found"], inc.facts["dtype_wanted"], inc.facts["odd_operand"]) == ("float16", "float32", "input")
+    assert "x.float()" in inc.guide["fix"]

@@ -225,6 +225,8 @@ _SIDES = {
     "rnn_dtype": ("input", "weight"),
     "rnn_hidden_dtype": ("input", "hidden state"),
     "index_put_dtype": ("source", "destination"),
+    "input_weight_type": ("input", "weight"),
+    "tensor_args_type": ("input", "weight"),
 }
 
 
@@ -241,8 +243,9 @@ def dtype_roles(facts: dict[str, Any]) -> dict[str, Any]:
     the two: parameters are made in it, so the other side (a numpy float64 batch, a half input on the CPU) is what
     to convert."""
     template = str(facts.get("message_template") or "")
-    a = torch_dtype(facts.get("dtype_a") or facts.get("found"))
-    b = torch_dtype(facts.get("dtype_b") or facts.get("expected"))
+    # (a layer's check names its operands' tensor types: `torch.cuda.HalfTensor` against the weight's `torch.cuda.FloatTensor`)
+    a = torch_dtype(facts.get("dtype_a") or facts.get("found") or facts.get("input_type"))
+    b = torch_dtype(facts.get("dtype_b") or facts.get("expected") or facts.get("weight_type"))
     if template == "index_dtype":
         a, b = a, "int64"
     elif template in ("not_implemented", "float_only"):  # one dtype, which the op has no kernel for or no use for
