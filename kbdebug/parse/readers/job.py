@@ -102,7 +102,7 @@ def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
     kind: str = fields.pop("template")
     at: dict[str, Any] = read_at(line)
     signal = fields.get("signal")
-    if kind in ("launcher_failed", "process_finished"):
+    if kind in ("launcher_failed", "launcher_exit", "process_finished"):
         code = fields["exitcode"]
         return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal or signal_of_status(code), pid=fields.get("pid"))
     if kind == "srun_task" and fields.get("reason") is None:
