@@ -196,6 +196,19 @@ def _page(code: str, error: str) -> dict[str, str]:
             "fix",
             "stratify=y",
         ),
+        (
+            "x1 += offset",
+            "RuntimeError: Output 0 of UnbindBackward0 is a view and is being modified inplace. This view is the output of a "
+            "function that returns multiple views.",
+            "fix",
+            "`a = a.clone()`",
+        ),
+        (
+            "w[0] -= lr * g",
+            "RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place operation.",
+            "why",
+            "torch.no_grad()",
+        ),
     ],
 )
 def test_a_plain_error_whose_wording_says_what_was_meant_gets_its_fix(code: str, error: str, section: str, said: str) -> None:
