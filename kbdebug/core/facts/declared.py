@@ -340,6 +340,9 @@ class Facts(TypedDict, total=False):
     unfold_dim: Annotated[int, _f("the dim `Tensor.unfold` cut windows along", "message")]
     unfold_max: Annotated[int, _f("that dim's size", "message")]
     unfold_window: Annotated[int, _f("the window size it was asked for", "message")]
+    config_key: Annotated[
+        str, _f("the configuration key the code or an override named and the config lacks (`trainer.gpus`)", "exception", "message")
+    ]
     view_backward: Annotated[str, _f("the backward node of the view an in-place op changed (`UnbindBackward0`)", "message")]
     value_shape: Annotated[list[int], _f("the shape of a value assigned into an indexed slice (`x[idx] = value`)", "message")]
     index_result_shape: Annotated[list[int], _f("the shape of the slice that index selects", "message")]
