@@ -67,7 +67,7 @@ _ANY_PREFIX = lazy("|".join(f"(?:{re.sub(r'[(][?]P<[a-z]+>', '(?:', str(p.patter
 # full-width ASCII block (U+FF01-U+FF5E) and the ideographic space back, so `RuntimeError：CUDA error：`
 # reads as it was printed. A word processor, a chat or a web page does the same to quotes and spaces: curly
 # quotes (`No module named ‘timm’`), no-break spaces; and leaves invisible zero-width spaces and byte-order marks.
-_FULLWIDTH = (
+_ASCII_FORMS = (
     {0xFF01 + i: 0x21 + i for i in range(94)}
     | {0x3000: 0x20, 0x00A0: 0x20, 0x202F: 0x20}
     | dict.fromkeys((0x2018, 0x2019, 0x201A, 0x201B, 0x2032), 0x27)
@@ -88,7 +88,7 @@ def normalise(data: bytes, first_line: int = 1) -> Region:
 
         text = html.unescape(text)
     if not text.isascii():
-        text = text.translate(_FULLWIDTH)
+        text = text.translate(_ASCII_FORMS)
     text = text.replace("\r\n", "\n")
     region = Region(first_line=first_line, source=data)
     physical = text.split("\n")
