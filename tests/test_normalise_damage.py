@@ -271,3 +271,14 @@ def test_a_bare_message_wrapped_and_followed_by_a_launchers_lines_is_read_from_i
     root = diagnose_text(log).root
     assert root is not None and root.rule == "batch_size_mismatch"
     assert (root.facts["input_batch"], root.facts["target_batch"]) == (64, 32)
+
+
+def test_html_entities_are_unescaped_and_nothing_else_a_url_holds() -> None:
+    """A log escaped for a web page is read as printed; `&param=` in a URL stays, though HTML5 would read `&para`."""
+    assert texts("idx &lt; size &amp;&amp; &quot;ok&quot; &#39;cuda:0&#39; at https://h/x?a=1&param=2 &amp;\n") == [
+        "idx < size && \"ok\" 'cuda:0' at https://h/x?a=1&param=2 &"
+    ]
+
+
+def test_typographic_quotes_and_spaces_fold_to_ascii() -> None:
+    assert texts("No\u00a0module named \u2018timm\u2019 \u201cx\u201d\u200b\ufeff\n") == ["No module named 'timm' \"x\""]

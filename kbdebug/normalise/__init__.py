@@ -86,7 +86,8 @@ def normalise(data: bytes, first_line: int = 1) -> Region:
     if "&" in text and _ENTITY.search(text):
         import html
 
-        text = html.unescape(text)
+        # only the entities themselves: html.unescape of the whole text would also read `&para` of a URL's `&param=`
+        text = _ENTITY.sub(lambda m: html.unescape(m.group()), text)
     if not text.isascii():
         text = text.translate(_ASCII_FORMS)
     text = text.replace("\r\n", "\n")
