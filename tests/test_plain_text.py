@@ -204,6 +204,38 @@ def _page(code: str, error: str) -> dict[str, str]:
             "`a = a.clone()`",
         ),
         (
+            "packed = pack_padded_sequence(emb, lengths, batch_first=True)",
+            "RuntimeError: `lengths` array must be sorted in decreasing order when `enforce_sorted` is True.",
+            "fix",
+            "enforce_sorted=False)",
+        ),
+        (
+            "x = torch.from_numpy(df['tokens'].values)",
+            "TypeError: can't convert np.ndarray of type numpy.object_. The only supported types are: float64, float32",
+            "fix",
+            "pad_sequence",
+        ),
+        (
+            "opt = torch.optim.Adam(model.parameters, lr=1e-3)",
+            "TypeError: params argument given to the optimizer should be an iterable of Tensors or dicts, but got method",
+            "fix",
+            "torch.optim.Adam(model.parameters(), lr=...)",
+        ),
+        (
+            "q, k, v = qkv.split([256, 256, 256], dim=-1)",
+            "RuntimeError: split_with_sizes expects split_sizes to sum exactly to 1024 (input tensor's size at dimension 2), "
+            "but got split_sizes=[256, 256, 256]",
+            "what",
+            "which hold 768 elements, and that dim has 1024",
+        ),
+        (
+            "self.norm = nn.GroupNorm(32, ch)",
+            "ValueError: num_channels (48) must be divisible by num_groups (32)",
+            "fix",
+            "nn.GroupNorm(math.gcd(32, 48), 48)",
+        ),
+        ("x = x.to('half')", "RuntimeError: Invalid device string: 'half'", "fix", "x.to(torch.float16)"),
+        (
             "w[0] -= lr * g",
             "RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place operation.",
             "why",
@@ -227,6 +259,7 @@ def test_a_plain_error_whose_wording_says_what_was_meant_gets_its_fix(code: str,
         ('g = clip(ps, 1.0, norm_type="fro")', "ValueError: could not convert string to float: 'fro'"),  # an argument, not a field
         ("f = open(p)", "OSError: [Errno 22] Invalid argument: 'a?.txt'"),  # not the file limit
         ("b = tok(t)", "ValueError: Asking for a padding token twice"),  # not transformers' wording
+        ("x = x.to(dev)", "RuntimeError: Invalid device string: 'cuda0'"),  # a device's name misspelt, not a dtype
     ],
 )
 def test_a_lookalike_wording_gets_no_such_fix(code: str, error: str) -> None:
@@ -241,6 +274,7 @@ def test_a_lookalike_wording_gets_no_such_fix(code: str, error: str) -> None:
         "export ",
         "header",
         "ulimit",
+        "torch.float",
     )
     for wrong in (*wrongs, "eos_token"):
         assert wrong not in page

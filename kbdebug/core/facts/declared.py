@@ -340,6 +340,15 @@ class Facts(TypedDict, total=False):
     unfold_dim: Annotated[int, _f("the dim `Tensor.unfold` cut windows along", "message")]
     unfold_max: Annotated[int, _f("that dim's size", "message")]
     unfold_window: Annotated[int, _f("the window size it was asked for", "message")]
+    optimizer_given: Annotated[
+        str, _f("what an optimizer was given instead of an iterable of parameters (`torch.FloatTensor`, `method`)", "message")
+    ]
+    split_total: Annotated[int, _f("the size of the dim `split` cuts", "message")]
+    split_dim: Annotated[int, _f("the dim `split` cuts along", "message")]
+    split_sizes: Annotated[list[int], _f("the sizes `split` was asked for", "message")]
+    gn_channels: Annotated[int, _f("the channels a GroupNorm was built for", "message")]
+    gn_groups: Annotated[int, _f("the groups it was asked to split them into", "message")]
+    device_given: Annotated[str, _f("a string given as a device that torch cannot read as one (`float16`, `gpu`)", "message")]
     config_key: Annotated[
         str, _f("the configuration key the code or an override named and the config lacks (`trainer.gpus`)", "exception", "message")
     ]

@@ -36,6 +36,7 @@ _INT_LISTS = frozenset(
         "pad_input",
         "value_shape",
         "index_result_shape",
+        "split_sizes",
     }
 )
 # ... and those printed as one token, by their separator: a pooling's input and output, channels first (`3x2x2`), the
