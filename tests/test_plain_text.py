@@ -236,6 +236,24 @@ def _page(code: str, error: str) -> dict[str, str]:
         ),
         ("x = x.to('half')", "RuntimeError: Invalid device string: 'half'", "fix", "x.to(torch.float16)"),
         (
+            "layer = nn.TransformerEncoderLayer(d_model=250, nhead=8)",
+            "AssertionError: embed_dim must be divisible by num_heads",
+            "confirm",
+            "d_model % nhead",
+        ),
+        (
+            "loader = DataLoader(ds, batch_size=32, shuffle=True, sampler=sampler)",
+            "ValueError: sampler option is mutually exclusive with shuffle",
+            "fix",
+            "sampler.set_epoch(epoch)",
+        ),
+        (
+            "model.fc.weight = torch.from_numpy(w)",
+            "TypeError: cannot assign 'torch.FloatTensor' as parameter 'weight' (torch.nn.Parameter or None expected)",
+            "fix",
+            "layer.weight.copy_(tensor)",
+        ),
+        (
             "w[0] -= lr * g",
             "RuntimeError: a view of a leaf Variable that requires grad is being used in an in-place operation.",
             "why",
