@@ -282,3 +282,46 @@ def test_html_entities_are_unescaped_and_nothing_else_a_url_holds() -> None:
 
 def test_typographic_quotes_and_spaces_fold_to_ascii() -> None:
     assert texts("No\u00a0module named \u2018timm\u2019 \u201cx\u201d\u200b\ufeff\n") == ["No module named 'timm' \"x\""]
+
+
+IPYTHON_OLD = """---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+~/work/seg/train.py in <module>
+     40     for img, mask in loader:
+     41         out = model(img.cuda())
+---> 42         loss = dice_loss(out, mask.cuda())
+     43         loss.backward()
+
+~/work/seg/losses.py in dice_loss(pred, target)
+     10 def dice_loss(pred, target):
+     11     pred = pred.softmax(1)
+---> 12     inter = (pred * target).sum((2, 3))
+     13     return 1 - (2 * inter + 1) / (pred.sum((2, 3)) + target.sum((2, 3)) + 1)
+
+RuntimeError: The size of tensor a (21) must match the size of tensor b (1) at non-singleton dimension 1
+"""
+IPYTHON_8 = """---------------------------------------------------------------------------
+RuntimeError                              Traceback (most recent call last)
+Cell In[12], line 7
+      5 for img, mask in loader:
+      6     out = model(img.cuda())
+----> 7     loss = dice_loss(out, mask.cuda())
+
+File ~/work/seg/losses.py:12, in dice_loss(pred, target)
+     10 def dice_loss(pred, target):
+     11     pred = pred.softmax(1)
+---> 12     inter = (pred * target).sum((2, 3))
+
+RuntimeError: The size of tensor a (21) must match the size of tensor b (1) at non-singleton dimension 1
+"""
+
+
+def test_an_ipython_traceback_flattened_into_one_paragraph_is_read_as_printed() -> None:
+    """Markdown made the newlines of a notebook's traceback spaces: its frames and numbered context lines are split
+    apart again, so the failing line (here the one that names the mask) still decides the rule."""
+    for text in (IPYTHON_OLD, IPYTHON_8):
+        flat = " ".join(line.strip() for line in text.splitlines() if line.strip()) + "\n"
+        assert root_of(flat)[0] == root_of(text)[0] == "channel_onehot_mismatch"
+        assert "---> 12     inter = (pred * target).sum((2, 3))" in texts(flat) or "--> 12     inter = (pred * target).sum((2, 3))" in [
+            t.replace("---> ", "--> ") for t in texts(flat)
+        ]

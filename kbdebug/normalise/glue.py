@@ -95,6 +95,24 @@ def _unflatten(seg: str) -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
+# IPython's traceback flattened the same way: each frame (`~/seg/loss.py in forward(self, x)`, IPython 8's
+# `File ~/seg/loss.py:346, in forward(self, x)` and `Cell In[12], line 7`) and each numbered context line (`344     code`,
+# the failing one marked `--> 346     code`) starts a line (never the number after an arrow's `-->`)
+_IPY_FRAME = r"(?:(?:~|/|[A-Za-z]:\\)\S*\.py in (?:\w+\(|<module>)|File \S+\.py:\d+, in |Cell In\s*\[\d+\], line \d+)"
+_IPY_AT = lazy(rf"(?<=\S)\s+(?={_IPY_FRAME})")
+_IPY_PIECE = lazy(
+    rf"(?<=[^\s>-])\s+(?={_IPY_FRAME}|-*> \d{{1,5}} |\d{{1,5}} {{2,}}\S|\d{{1,5}} \d{{1,5}} {{2,}}\S)"
+    # a frame's first context line, unindented code after one space: after the frame's `)`, `<module>` or `line 7`
+    r"|(?:(?<=\))|(?<=[^-]>)|(?<=line \d)|(?<=line \d\d)|(?<=line \d\d\d))\s+(?=\d{1,5} +\S)"
+)
+
+
+def _unflatten_ipython(seg: str) -> list[str]:
+    """An IPython traceback flattened into one line back into its frames and context lines (the error after the last
+    context line is split off by _GLUE, as after any source line)."""
+    return [p for p in _IPY_PIECE.split(seg) if p.strip()] if _IPY_AT.search(seg) else [seg]
+
+
 def _glued_code(tail: str) -> bool:
     """What follows a frame on its line is its source line: after a space, and no part of the frame itself (`, in f`,
     faulthandler's ` in f` without the comma)."""
@@ -106,6 +124,8 @@ def pieces(seg: str) -> list[str]:
     parts = _GLUE.split(seg) if len(seg) > 20 and _may_glue(seg) else [seg]
     if 'File "' in seg:
         parts = [p for part in parts for p in _unflatten(part)]
+    elif (".py in " in seg or "Cell In" in seg or ".py:" in seg) and len(seg) > 200:
+        parts = [p for part in parts for p in _unflatten_ipython(part)]
     if seg.rstrip().endswith(":"):  # indented or not: a paste without its code fence loses the indentation
         parts = [p for part in parts for p in _TYPE_AT_END.split(part)]
     return parts
