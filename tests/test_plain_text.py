@@ -248,6 +248,25 @@ def _page(code: str, error: str) -> dict[str, str]:
             "sampler.set_epoch(epoch)",
         ),
         (
+            'dist.init_process_group("nccl")',
+            "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms while trying to connect to "
+            "(10.0.0.1, 29500).",
+            "confirm",
+            "`nc -zv 10.0.0.1 29500`",
+        ),
+        (
+            "z = torch.normal(mu, std)",
+            "RuntimeError: normal expects all elements of std >= 0.0",
+            "fix",
+            "std = torch.exp(0.5 * logvar)",
+        ),
+        (
+            "y.backward(torch.ones(4))",
+            "RuntimeError: Mismatch in shape: grad_output[0] has a shape of torch.Size([4]) and output[0] has a shape of torch.Size([3]).",
+            "what",
+            "a gradient of shape `[4]`",
+        ),
+        (
             "model.fc.weight = torch.from_numpy(w)",
             "TypeError: cannot assign 'torch.FloatTensor' as parameter 'weight' (torch.nn.Parameter or None expected)",
             "fix",

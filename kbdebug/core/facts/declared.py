@@ -340,6 +340,9 @@ class Facts(TypedDict, total=False):
     unfold_dim: Annotated[int, _f("the dim `Tensor.unfold` cut windows along", "message")]
     unfold_max: Annotated[int, _f("that dim's size", "message")]
     unfold_window: Annotated[int, _f("the window size it was asked for", "message")]
+    master_addr: Annotated[str, _f("the rendezvous host a process could not reach (MASTER_ADDR)", "message")]
+    grad_given: Annotated[list[int], _f("the shape of the gradient given to backward()", "message")]
+    grad_expected: Annotated[list[int], _f("the shape of the output it was given for", "message")]
     optimizer_given: Annotated[
         str, _f("what an optimizer was given instead of an iterable of parameters (`torch.FloatTensor`, `method`)", "message")
     ]

@@ -37,6 +37,8 @@ _INT_LISTS = frozenset(
         "value_shape",
         "index_result_shape",
         "split_sizes",
+        "grad_given",
+        "grad_expected",
     }
 )
 # ... and those printed as one token, by their separator: a pooling's input and output, channels first (`3x2x2`), the
