@@ -255,6 +255,13 @@ def _page(code: str, error: str) -> dict[str, str]:
             "`nc -zv 10.0.0.1 29500`",
         ),
         (
+            "x = img.permute(0, 3, 1, 2)",
+            "RuntimeError: permute(sparse_coo): number of dimensions in the tensor input does not match the length of the "
+            "desired ordering of dimensions i.e. input.dim() = 3 is not equal to len(dims) = 4",
+            "fix",
+            "`x.unsqueeze(0)`",
+        ),
+        (
             "z = torch.normal(mu, std)",
             "RuntimeError: normal expects all elements of std >= 0.0",
             "fix",

@@ -39,6 +39,8 @@ _INT_LISTS = frozenset(
         "split_sizes",
         "grad_given",
         "grad_expected",
+        "grid_input_shape",
+        "grid_shape",
     }
 )
 # ... and those printed as one token, by their separator: a pooling's input and output, channels first (`3x2x2`), the
