@@ -330,3 +330,23 @@ def test_a_none_sample_in_a_batch_keeps_its_own_page_not_the_collate_types() -> 
         "TypeError: default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found <class 'NoneType'>",
     )
     assert "returned None" in page["why"] and "ToTensor" not in " ".join(page.values())
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        (
+            "split_with_sizes expects split_sizes to sum exactly to 6 (input tensor's size at dimension 1), but got split_sizes=[2, 3]",
+            "which hold 5 elements, and that dim has 6",
+        ),
+        ("embed_dim must be divisible by num_heads", "its number of heads does not divide"),
+        ("selected index k out of range", "larger than that dim's size"),
+    ],
+)
+def test_a_message_pasted_without_its_type_gets_its_page(message: str, said: str) -> None:
+    from kbdebug.api import diagnose_text
+
+    inc = diagnose_text(message + "\n").root
+    assert inc is not None and inc.rule == "other"
+    assert said in inc.guide["what"].replace("\n", " ")
+    assert "``" not in inc.guide["what"]
