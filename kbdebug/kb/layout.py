@@ -221,12 +221,7 @@ def read_cases(folder: Path) -> list[Case]:
     """The cases of a rule folder's guide (`cases/*.md`), in the order they are tried: their files' names."""
     out = []
     for path in case_files(folder):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise LayoutError(f"{exc.filename or path}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise LayoutError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        text = _read_text(path)
         head = _CASE_HEADER.match(text)
         lines = head.group(1).splitlines() if head else []
         fields = {k.strip(): v for k, v in (line.partition(":")[::2] for line in lines if line.strip())}
@@ -238,6 +233,16 @@ def read_cases(folder: Path) -> list[Case]:
             raise LayoutError(f"{path}: a case has at least one section ('## What it means', '## Why it happens', ...)")
         out.append(Case(path.stem, when, shared, sections))
     return out
+
+
+def _read_text(path: Path) -> str:
+    """A guide's or a case page's text; a LayoutError names the file that cannot be read or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LayoutError(f"{exc.filename or path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise LayoutError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def case_files(folder: Path) -> list[Path]:
@@ -276,12 +281,7 @@ def rule_data(path: Path, parsed: dict[str, Any]) -> dict[str, Any]:
             raise LayoutError(f"{path}: [{table}] belongs in {name} beside it, not in {RULE_FILE}")
     data = dict(parsed)
     guide = folder / GUIDE_FILE
-    try:
-        data["guide"] = read_guide(guide.read_text(encoding="utf-8"), guide, read_cases(folder))
-    except OSError as exc:
-        raise LayoutError(f"{exc.filename or guide}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise LayoutError(f"{folder}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    data["guide"] = read_guide(_read_text(guide), guide, read_cases(folder))
     return data
 
 
