@@ -350,3 +350,23 @@ def test_a_message_pasted_without_its_type_gets_its_page(message: str, said: str
     assert inc is not None and inc.rule == "other"
     assert said in inc.guide["what"].replace("\n", " ")
     assert "``" not in inc.guide["what"]
+
+
+def test_messages_pasted_without_their_type_say_which_and_differ_in_signature() -> None:
+    """Two bare messages once shared the signature `other | ` and the notes `:`: a service grouped them as one crash."""
+    from kbdebug.api import diagnose_text
+
+    split = "split_with_sizes expects split_sizes to sum exactly to 6 (input tensor's size at dimension 1), but got split_sizes=[2, 3]"
+    heads = "embed_dim must be divisible by num_heads"
+    a, b = (diagnose_text(m + "\n").root for m in (split, heads))
+    assert a is not None and b is not None
+    assert a.facts["notes"] == split and b.facts["notes"] == heads
+    assert a.signature != b.signature and "split_with_sizes expects" in a.signature_key
+
+
+def test_an_exception_without_a_message_has_notes_without_a_dangling_colon() -> None:
+    from kbdebug.api import diagnose_text
+
+    log = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    batch = next(it)\nStopIteration\n'
+    inc = diagnose_text(log).root
+    assert inc is not None and inc.rule == "other" and inc.facts["notes"] == "StopIteration"

@@ -233,7 +233,8 @@ def filled(inc: Incident, rule: Rule | None) -> Incident:
     facts: dict[str, Any] = dict(inc.facts)
     ctx = _variables({"script": script_name(inc.facts), "rerun": rerun_command(inc.facts), **facts})
     for key, tmpl in rule.facts.items():
-        facts.setdefault(key, _fill(tmpl, ctx, False))
+        if key not in facts and (value := _fill(tmpl, ctx, False)):  # one that renders empty says nothing: left out
+            facts[key] = value
     sections_ctx = {**ctx, CASES: rule.guide.cases}
     guide = {key: _fill(getattr(rule.guide, key), sections_ctx, True) for key, _ in SECTIONS}
     commands = applicable([_fill(c, ctx, False) for c in rule.commands], inc.facts, notebook_env)

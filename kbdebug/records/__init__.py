@@ -383,7 +383,9 @@ class TorchMessage(Record):
         return relation(self.shapes[0], self.shapes[1]) if len(self.shapes) == 2 else None
 
     def facts(self) -> Facts:
-        f = super().facts()
+        # the message as printed, for an incident that has no exception to say it (a message pasted without its
+        # type): its notes and signature tell one such failure from another; an exception's own message wins
+        f = super().facts() | {"error_message": self.text.split("\n")[0].strip()}
         f["message_template"] = self.template
         f |= cast(Facts, self.values)  # each value a grammar rule named after its declared fact (tests/test_facts_typed.py)
         if self.shapes:
