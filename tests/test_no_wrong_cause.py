@@ -60,3 +60,40 @@ def test_a_c10_warning_is_no_failure_but_a_cuda_error_it_reports_is_read() -> No
     teardown = "[W1105 10:11:12.123456789 CUDAGuardImpl.h:119] Warning: CUDA warning: an illegal memory access was encountered (function destroyEvent)\n"
     root = diagnose_text(teardown).root
     assert root is not None and root.rule == "illegal_memory_access"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Tip: if you see Segmentation fault, set num_workers=0",
+        "trainer.py:88: UserWarning: To avoid CUDA out of memory, enable gradient checkpointing",
+        "[train] note: a batch size above 64 may cause out of memory errors on 16 GB cards",
+        "UserWarning: Using fork after CUDA init can lead to a deadlock; a segmentation fault may occur when workers touch CUDA",
+    ],
+)
+def test_a_cause_named_as_advice_or_a_forecast_is_no_failure(line: str) -> None:
+    """A phrase a cause's indicators hold, said in a tip, a purpose (`to avoid`) or a forecast (`may cause`), reports
+    nothing: alone, such a line was inferred to be that cause."""
+    assert diagnose_text(line + "\nEpoch 1/3: loss=0.512\n").incidents == []
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        # a causal report is no forecast
+        (
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm)",
+            "dataloader_shm_exhausted",
+        ),
+        # the purpose clause is hedged, not the sentence it leads
+        (
+            "[Rank 0] Some NCCL operations have failed or timed out. To avoid data inconsistency, we are taking the entire process down.",
+            "nccl_error",
+        ),
+        ("When I run it on 2 GPUs it crashes with Segmentation fault (core dumped) right after the first batch", "native_crash"),
+        ("train.py: error: CUDA out of memory while loading the model, which can happen if the batch is large", "cuda_oom"),
+    ],
+)
+def test_a_cause_reported_beside_advice_still_speaks(line: str, rule: str) -> None:
+    root = diagnose_text(line + "\n").root
+    assert root is not None and root.rule == rule

@@ -4,6 +4,7 @@ text counted for the part that is there. Kept apart from the matching it complet
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
@@ -47,6 +48,26 @@ def _head(lit: str) -> str:
 
 
 _CASELESS = "(?i)"
+
+# A phrase said as advice or as a forecast reports nothing: `Tip: if you see Segmentation fault, set num_workers=0`,
+# `UserWarning: To avoid CUDA out of memory, enable checkpointing`, `... may cause a segmentation fault`. The cue is
+# looked for in the phrase's own clause before it (back to a comma or a sentence's end: in `To avoid data
+# inconsistency, we are taking the entire process down` only the purpose is hedged) and in the words right after it
+# (`Segmentation fault may occur when ...`). A causal report is no forecast: `This might be caused by insufficient
+# shared memory` still speaks.
+_HEDGE_BEFORE = re.compile(
+    r"(?i)\b(?:(?:if|when(?:ever)?|in\s+case)\s+you|in\s+case\s+of|avoid(?:s|ing)?|prevent(?:s|ing)?"
+    r"|(?:may|might|can|could|will|would)\s+(?:cause|lead\s+to|result\s+in|trigger))\b"
+)
+_HEDGE_AFTER = re.compile(r"(?i)[\s,]{0,3}(?:may|might|can|could)\s+(?:occur|happen|appear|arise)\b")
+_CLAUSE_END = re.compile(r"[.!?;,](?=\s|$)")
+
+
+def hedged(text: str, start: int, end: int) -> bool:
+    """Whether the phrase at text[start:end] is said as advice or a forecast rather than reported (see _HEDGE_BEFORE)."""
+    ends = [m.end() for m in _CLAUSE_END.finditer(text, max(0, start - 200), start)]
+    clause = text[ends[-1] if ends else max(0, start - 200) : start]
+    return bool(_HEDGE_BEFORE.search(clause) or _HEDGE_AFTER.match(text, end))
 
 
 class _Phrase(NamedTuple):
@@ -143,16 +164,24 @@ def indicator_score(rule: Rule, text: str, heard: _Heard) -> tuple[float, list[s
         if not heard.may_speak(ind):
             continue
         may_fold = heard.may_fold(ind)
-        m = rx(ind.pattern).search(text) if (may_fold if ind.caseless else may_hold(ind.required, text)) else None
+        m = _reported(ind.pattern, text) if (may_fold if ind.caseless else may_hold(ind.required, text)) else None
         if m is None and not ind.caseless and may_fold:
-            m = rx(_CASELESS + ind.pattern).search(text)  # case lost or garbled in retyping: the phrase still speaks
+            m = _reported(_CASELESS + ind.pattern, text)  # case lost or garbled in retyping: the phrase still speaks
         if m:
             miss *= 1.0 - ind.weight
             found.append(m.group(0))
-        elif cut := _cut_phrase(ind.lead, text):
+        elif (cut := _cut_phrase(ind.lead, text)) and not hedged(text, len(text.rstrip()) - len(cut), len(text)):
             miss *= 1.0 - ind.weight * len(cut) / len(ind.lead)
             found.append(cut + "…")
     return 1.0 - miss, found
+
+
+def _reported(pattern: str, text: str) -> Any:
+    """The first place the phrase is reported in the text (not said as advice or a forecast), or None."""
+    for m in rx(pattern).finditer(text):
+        if not hedged(text, m.start(), m.end()):
+            return m
+    return None
 
 
 def infer_rule(rec: Record, kb: KnowledgeBase) -> tuple[Rule, Match] | None:
