@@ -97,3 +97,26 @@ def test_a_cause_named_as_advice_or_a_forecast_is_no_failure(line: str) -> None:
 def test_a_cause_reported_beside_advice_still_speaks(line: str, rule: str) -> None:
     root = diagnose_text(line + "\n").root
     assert root is not None and root.rule == rule
+
+
+@pytest.mark.parametrize(
+    ("warning", "rule"),
+    [
+        (
+            "/usr/lib/python3/site-packages/torch/nn/modules/loss.py:535: UserWarning: Using a target size (torch.Size([16])) "
+            "that is different to the input size (torch.Size([16, 1])). This will likely lead to incorrect results due to "
+            "broadcasting. Please ensure they have the same size.\n  return F.mse_loss(input, target, reduction=self.reduction)\n",
+            "target_shape_mismatch",
+        ),
+        (
+            "/usr/lib/python3/site-packages/torch/cuda/__init__.py:124: UserWarning: CUDA initialization: The NVIDIA driver on "
+            "your system is too old (found version 11000). (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)\n",
+            "driver_error",
+        ),
+    ],
+)
+def test_a_warning_that_says_the_run_goes_wrong_names_its_cause_with_no_failure_in_the_log(warning: str, rule: str) -> None:
+    """A run that only warned names no cause (the sets above), except where the warning says its results are wrong: a
+    loss that will broadcast its target, CUDA that could not start (the run goes on without its GPUs)."""
+    log = warning + "epoch 1 loss 0.41\nepoch 2 loss 0.39\n"
+    assert [inc.rule for inc in diagnose_text(log).incidents] == [rule]

@@ -134,7 +134,7 @@ def test_training_output_after_a_cut_traceback_is_not_its_message() -> None:
         '  File "/opt/conda/lib/python3.10/site-packages/torch/_tensor.py", line 307, in backward\n    torch.autograd.backward(self, gra\n'
     )
     noisy = key(head + "Epoch 3:  41%|####      | 4100/10000 [12:01<17:18,  5.68it/s, loss=0.3121]\n" * 3)
-    assert noisy == key(head) == "nan_inf_detected |  | at fit.py:run_epoch"
+    assert noisy == key(head) == "nan_inf_detected | Error detected in LogSoftmaxBackward<n> | at fit.py:run_epoch"
 
 
 def test_the_one_long_line_of_a_paste_cut_mid_word_at_80_is_rejoined() -> None:

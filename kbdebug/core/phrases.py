@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from kbdebug.core.lazy import lazy
+
 
 def split_alternatives(regex: str) -> list[str]:
     """The top-level alternatives of a regex (`a(?:b|c)|d` -> `a(?:b|c)`, `d`)."""
@@ -226,3 +228,25 @@ class LiteralSets:
             matcher.Add(pattern)
         matcher.Compile()
         return matcher
+
+
+# A phrase said as advice or as a forecast reports nothing: `Tip: if you see Segmentation fault, set num_workers=0`,
+# `UserWarning: To avoid CUDA out of memory, enable checkpointing`, `... may cause a segmentation fault`. The cue is
+# looked for in the phrase's own clause before it (back to a comma or a sentence's end: in `To avoid data
+# inconsistency, we are taking the entire process down` only the purpose is hedged) and in the words right after it
+# (`Segmentation fault may occur when ...`). A causal report is no forecast: `This might be caused by insufficient
+# shared memory` still speaks.
+_HEDGE_BEFORE = lazy(
+    r"(?i)\b(?:(?:if|when(?:ever)?|in\s+case)\s+you|in\s+case\s+of|avoid(?:s|ing)?|prevent(?:s|ing)?"
+    r"|(?:may|might|can|could|will|would)\s+(?:cause|lead\s+to|result\s+in|trigger))\b"
+)
+_HEDGE_AFTER = lazy(r"(?i)[\s,]{0,3}(?:may|might|can|could)\s+(?:occur|happen|appear|arise)\b")
+_CLAUSE_END = lazy(r"[.!?;,](?=\s|$)")
+
+
+def hedged(text: str, start: int, end: int | None = None) -> bool:
+    """Whether the phrase at text[start:end] is said as advice or a forecast rather than reported (_HEDGE_BEFORE);
+    with `end` None, the words after it are not asked."""
+    ends = [m.end() for m in _CLAUSE_END.finditer(text, max(0, start - 200), start)]
+    clause = text[ends[-1] if ends else max(0, start - 200) : start]
+    return bool(_HEDGE_BEFORE.search(clause) or (end is not None and _HEDGE_AFTER.match(text, end)))

@@ -4,11 +4,10 @@ text counted for the part that is there. Kept apart from the matching it complet
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
-from kbdebug.core.phrases import may_hold, required_texts
+from kbdebug.core.phrases import hedged, may_hold, required_texts
 from kbdebug.diagnoser.memo import kept, rx
 from kbdebug.kb.loader import KnowledgeBase
 from kbdebug.kb.model import Match, Rule
@@ -48,26 +47,6 @@ def _head(lit: str) -> str:
 
 
 _CASELESS = "(?i)"
-
-# A phrase said as advice or as a forecast reports nothing: `Tip: if you see Segmentation fault, set num_workers=0`,
-# `UserWarning: To avoid CUDA out of memory, enable checkpointing`, `... may cause a segmentation fault`. The cue is
-# looked for in the phrase's own clause before it (back to a comma or a sentence's end: in `To avoid data
-# inconsistency, we are taking the entire process down` only the purpose is hedged) and in the words right after it
-# (`Segmentation fault may occur when ...`). A causal report is no forecast: `This might be caused by insufficient
-# shared memory` still speaks.
-_HEDGE_BEFORE = re.compile(
-    r"(?i)\b(?:(?:if|when(?:ever)?|in\s+case)\s+you|in\s+case\s+of|avoid(?:s|ing)?|prevent(?:s|ing)?"
-    r"|(?:may|might|can|could|will|would)\s+(?:cause|lead\s+to|result\s+in|trigger))\b"
-)
-_HEDGE_AFTER = re.compile(r"(?i)[\s,]{0,3}(?:may|might|can|could)\s+(?:occur|happen|appear|arise)\b")
-_CLAUSE_END = re.compile(r"[.!?;,](?=\s|$)")
-
-
-def hedged(text: str, start: int, end: int) -> bool:
-    """Whether the phrase at text[start:end] is said as advice or a forecast rather than reported (see _HEDGE_BEFORE)."""
-    ends = [m.end() for m in _CLAUSE_END.finditer(text, max(0, start - 200), start)]
-    clause = text[ends[-1] if ends else max(0, start - 200) : start]
-    return bool(_HEDGE_BEFORE.search(clause) or _HEDGE_AFTER.match(text, end))
 
 
 class _Phrase(NamedTuple):

@@ -184,10 +184,14 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
     templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
     _drop_chained_fallbacks(records, found_all, kb)
+    warned = _warned(records)
+    speaking: set[str] = set()  # incidents with evidence other than a warning's, or a warning that says its cause (warns)
     for rec, found in zip(records, found_all, strict=True):
         if found is None:
             continue
         rule, m = found
+        if m.warns or id(rec) not in warned:
+            speaking.add(rule.id)
         inc = incidents.get(rule.id)
         if inc is None:
             inc = incidents[rule.id] = Incident(rule=rule.id, title=rule.title, confidence=m.confidence, first_line=rec.first_line)
@@ -208,6 +212,9 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
         inc.device_evidence = inc.device_evidence or rec.kind in DEVICE_KINDS
     for rule_id in templated:  # `inferred_from` marks an inferred cause only (README: confidence below 0.8)
         incidents[rule_id].facts.pop("inferred_from", None)
+    if not any(id(rec) not in warned for rec, found in zip(records, found_all, strict=True) if found is not None):
+        # nothing failed: only warnings were read, and the run went on after each (Match.warns)
+        incidents = {rule_id: inc for rule_id, inc in incidents.items() if rule_id in speaking}
     locators = _locate_in_traceback(records, found_all, incidents)
     secondary = _secondary(records)
     for inc in incidents.values():
@@ -239,19 +246,32 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
     return roots
 
 
+def _warning_spans(records: list[Record]) -> list[tuple[int, int]]:
+    """The lines of each warning (Python's `...Warning:`), its message's continuation lines included."""
+    return [
+        (r.first_line, r.last_line) for r in records if r.kind == "exception" and (getattr(r, "exc_type", "") or "").endswith("Warning")
+    ]
+
+
+def _warned(records: list[Record]) -> set[int]:
+    """The warnings, and the templates read off their text: what a run that went on printed. (A record another grammar
+    reads inside a warning's lines, a kernel assert the warning's message ran on into, is evidence of its own.)"""
+    spans = _warning_spans(records)
+    if not spans:
+        return set()
+    return {id(r) for r in records if r.kind in ("exception", "message") and any(a <= r.first_line <= b for a, b in spans)}
+
+
 def _secondary(records: list[Record]) -> set[int]:
     """Records that do not say why the job ended: warnings (printed before an error, often unrelated), and an
     exception that another was raised while handling (`During handling of the above exception, another
     exception occurred`: the final error, `DataLoader worker (pid N) is killed by signal`, is what the job died
     of; the `EOFError` of the pipe it was reading is how it noticed)."""
-    out: set[int] = set()
+    spans = _warning_spans(records)
+    out = {id(rec) for rec in records if any(a <= rec.first_line <= b for a, b in spans)}  # the warning and what it ran on into
     last_exc: Record | None = None
-    warned = [
-        (r.first_line, r.last_line) for r in records if r.kind == "exception" and (getattr(r, "exc_type", "") or "").endswith("Warning")
-    ]
     for rec in records:
-        if any(a <= rec.first_line <= b for a, b in warned):  # the warning, and the templates read off its lines
-            out.add(id(rec))
+        if id(rec) in out:
             continue
         if rec.kind != "exception":
             continue

@@ -73,6 +73,11 @@ class Match(BaseModel):
     # error (`list index out of range`, `'NoneType' object is not subscriptable`), owned by the catch-all. No other
     # rule's phrases are inferred over it: `index out of range` is not a cut-off `index out of range in self`.
     settles: bool = False
+    # Evidence a warning alone gives: the run goes on and its results are wrong (a loss that broadcasts its target).
+    # Without it, a cause read only off the warnings of a log that shows no failure is none: the run went on, and
+    # nothing says it went wrong (`warn_only=True`'s notice of a nondeterministic op, an optional extension that
+    # did not load, MONAI ignoring `to_onehot_y` for one channel).
+    warns: bool = False
     # Set on the match made up for a cause inferred from indicator phrases: the phrases found.
     # (Defaults here are values, not factories: pydantic inspects a factory's signature on every instance.)
     _inferred_from: tuple[str, ...] = PrivateAttr(default=())

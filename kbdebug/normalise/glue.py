@@ -87,11 +87,9 @@ def _unflatten(seg: str) -> list[str]:
     out = [seg[: frames[0].start()]]
     for i, m in enumerate(frames):
         out.append(m.group(0))
-        tail = seg[m.end() : frames[i + 1].start() if i + 1 < len(frames) else len(seg)]
-        if i + 1 == len(frames):  # after the last frame: its source line, then the exception
-            out.extend(_EXC_AT.split(tail, maxsplit=1))
-        else:
-            out.append(tail)
+        # after a frame: its source line, then the exception where the traceback ends there (after the last frame, or
+        # a chained one's: `... return torch.layer_norm( torch.AcceleratorError: CUDA error: ... During handling ...`)
+        out.extend(_EXC_AT.split(seg[m.end() : frames[i + 1].start() if i + 1 < len(frames) else len(seg)], maxsplit=1))
     return [p.strip() for p in out if p.strip()]
 
 

@@ -44,7 +44,7 @@ class Facts(TypedDict, total=False):
     # -- the exception the user saw, and where
     error_type: Annotated[str, _f("the exception type as printed", "exception", "cuda_error", "cpp_exception", "oom", "live")]
     error_message: Annotated[
-        str, _f("the first line of the exception message", "exception", "cuda_error", "cpp_exception", "sanitizer", "live")
+        str, _f("the first line of the exception message", "exception", "cuda_error", "cpp_exception", "sanitizer", "live", "message")
     ]
     innermost_user_frame: Annotated[str, _f("`file.py:LINE` of the innermost frame of the user's own code", "exception", "live", "guard")]
     user_function: Annotated[str, _f("the function of that frame", "exception", "live")]

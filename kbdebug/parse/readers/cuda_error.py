@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from lark import Token
 
+from kbdebug.core.phrases import hedged
 from kbdebug.normalise import Line
 from kbdebug.parse.derive import anchors
 from kbdebug.parse.fields import Fields, FieldTransformer, unquote
@@ -63,7 +64,9 @@ class CudaErrorReader(Reader):
         self.cpp: CppException | None = None
 
     def read(self, line: Line) -> bool:
-        if anchors("cuda_error").starts(line.text, 1):
+        at = anchors("cuda_error").starts(line.text, 2)
+        inside = [k for k in at if k > 0]  # (0: the line as a whole, which a template may also read)
+        if at and not (inside and hedged(line.text, inside[0])):  # not a tip's `if you see 'CUDA error: ...'`
             self.cuda_line(line)
         return False
 

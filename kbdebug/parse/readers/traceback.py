@@ -122,6 +122,10 @@ class TracebackReader(Reader):
         elif self.expect_code and self.exc is None and self.frames and stripped and not set(stripped) <= _CARETS:
             self.frames[-1].code = stripped  # the source line Python prints under `File ..., line N`
             self.expect_code = False
+            self._after(line)
+            # the program's text, not its output: an error's wording in a string or docstring there (`raise
+            # ValueError("... will cause CUDA error: device-side assert triggered")`) is read by no other format
+            return True
         elif self.exc is None and self.plain_frames and self.frames and self.frames[-1].code and stripped and not set(stripped) <= _CARETS:
             # after a plain frame and its source line, a line that is neither is the exception line: one whose
             # type the grammar does not know by its name (_QUALIFIED_EXC), or one without its `Type: `
@@ -209,7 +213,9 @@ class TracebackReader(Reader):
             time=tail[-1].time,
             exc_type="",
             message="\n".join(t.text.strip() for t in tail),
-            ignored=bool(_C10_WARNING.match(tail[0].text.strip())),  # a warning's message, and the log lines after it
+            # a c10 warning's message, with the log lines after it or before it (`saved checkpoint ...` above the
+            # destroy_process_group reminder that ends a successful DDP run): no failure by itself
+            ignored=any(_C10_WARNING.match(t.text.strip()) for t in tail),
         )
         self._reread_message(bare)  # a template wrapped over its lines is read whole
         self.sink.emit(bare)
