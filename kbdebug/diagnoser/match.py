@@ -324,12 +324,17 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
         if rec.kind != "exception" or (getattr(rec, "exc_type", "") or "").endswith("Warning"):
             continue  # a warning is not the error whose lines it shares
         own = _priority(*found[i]) if found[i] else -1  # type: ignore[misc]
+        # a cause inferred from the exception's phrases yields to a specific cause a template reads off its lines
+        # (MONAI's `ground truth has different shape` speaks for a channel clash; the sizes its template reads say)
+        inferred = found[i] is not None and bool(found[i][1].inferred_from)  # type: ignore[index]
         best: tuple[Rule, Match] | None = None
         lo, hi = bisect_left(starts, rec.first_line - 3), bisect_right(starts, rec.last_line)
         near = sorted(j for _, j in by_line[lo:hi])
         for j in near:
             cand = found[j]
-            if cand is not None and _priority(*cand) > own and (best is None or _priority(*cand) > _priority(*best)):
+            if cand is None or not (_priority(*cand) > own or (inferred and "fallback" not in cand[0].tags)):
+                continue
+            if best is None or _priority(*cand) > _priority(*best):
                 best = cand
         if best is not None:
             found[i] = best
