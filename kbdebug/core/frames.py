@@ -17,8 +17,9 @@ from kbdebug import _regex_cache
 LIBRARY_PATH = _regex_cache.compile(
     r"site-packages|dist-packages|[\\/]lib[\\/]python\d|^<frozen|^<string>|[\\/]torch[\\/](?:nn|autograd|cuda|utils|_tensor|"
     r"functional|distributed|_dynamo|_inductor|optim|serialization|_utils|_ops|amp|__init__)|^/usr/lib/python"
-    # a compiled module's source as Cython prints it (`pandas/_libs/parsers.pyx`), numpy's dispatch shim
-    r"|\.(?:pyx|pxd|pxi)$|^<__array_function__ internals>"
+    # a compiled module's source as Cython prints it (`pandas/_libs/parsers.pyx`), numpy's dispatch shim, and the code
+    # torch.compile generates into its cache (`/tmp/torchinductor_root/xc/cxc...py`, `$TORCHINDUCTOR_CACHE_DIR`)
+    r"|\.(?:pyx|pxd|pxi)$|^<__array_function__ internals>|[\\/]torchinductor_[^\\/]+[\\/]"
 )
 
 

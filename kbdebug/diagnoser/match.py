@@ -329,7 +329,8 @@ def _explain_exceptions(records: list[Record], found: list[tuple[Rule, Match] | 
         inferred = found[i] is not None and bool(found[i][1].inferred_from)  # type: ignore[index]
         best: tuple[Rule, Match] | None = None
         lo, hi = bisect_left(starts, rec.first_line - 3), bisect_right(starts, rec.last_line)
-        near = sorted(j for _, j in by_line[lo:hi])
+        # (another rank's record printed just before it is that rank's, not a reading of this error)
+        near = sorted(j for _, j in by_line[lo:hi] if rec.rank is None or records[j].rank in (None, rec.rank))
         for j in near:
             cand = found[j]
             if cand is None or not (_priority(*cand) > own or (inferred and "fallback" not in cand[0].tags)):
@@ -381,7 +382,7 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[s
         rule = kb.get(inc.rule)
         assert rule is not None
         causes = [by_id[c] for c in rule.consequence_of if c in by_id and c != inc.rule and c not in folded and c not in weak]
-        if "*" in rule.consequence_of or inc.rule in weak:  # any named cause; the catch-all names none
+        if "*" in rule.consequence_of or inc.rule in weak:  # any named cause; the catch-all names none ...
             causes += [
                 i
                 for i in incidents
@@ -391,9 +392,11 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[s
                 and (inc.rule in weak or "*" not in getattr(kb.get(i.rule), "consequence_of", []))
                 and not kb.tagged(i.rule, "fallback")
             ]
+        if kb.tagged(inc.rule, "surfaces"):  # ... except a plain error where another process's failure showed
+            causes += [i for i in incidents if kb.tagged(i.rule, "fallback") and i.rule not in folded | weak and _failed_first(i, inc)]
         if not causes:
             continue
-        cause = min(causes, key=lambda i: (0 if i.device_evidence else 1, i.first_line))
+        cause = min(causes, key=lambda i: (0 if i.device_evidence else 1, kb.tagged(i.rule, "fallback"), i.first_line))
         folded.add(inc.rule)
         ranks = sorted({r.rank for r in inc.records if r.rank is not None})
         cause.consequences.append(Consequence(rule=inc.rule, title=inc.title, first_line=inc.first_line, ranks=ranks, facts=inc.facts))
@@ -407,6 +410,19 @@ def _fold_consequences(incidents: list[Incident], kb: KnowledgeBase, weak: Set[s
             if not cause_ranks or rec.rank is None or rec.rank in cause_ranks:
                 cause.facts = merge({"records": rec.facts()}, cause.facts)
     return [i for i in incidents if i.rule not in folded]
+
+
+def _failed_first(error: Incident, waiting: Incident) -> bool:
+    """Whether a plain error is the cause of where its process's failure showed (a `surfaces` rule): the other ranks'
+    collective timeouts after `[rank2]: IndexError: list index out of range`, a DataLoader's `worker exited unexpectedly`
+    after the worker's own traceback. The error is printed before them, or is another rank's than those that waited
+    (ranks' output interleaves in any order)."""
+    raised = [r for r in error.records if r.kind == "exception" and (t := getattr(r, "exc_type", "") or "") and not t.endswith("Warning")]
+    if not raised:  # (a C++ frame or a launcher's table is no error of a process)
+        return False
+    mine = {r.rank for r in error.records if r.rank is not None}
+    theirs = {r.rank for r in waiting.records if r.rank is not None}
+    return error.first_line < waiting.first_line or bool(mine and theirs and mine.isdisjoint(theirs))
 
 
 def first_failure(records: Sequence[Record]) -> FirstFailure | None:

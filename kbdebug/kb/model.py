@@ -239,7 +239,8 @@ class Rule(BaseModel):
     # Groups this cause belongs to; `consequence_of = ["@group"]` names them all at once.
     groups: list[str] = []
     # What the rule is, for code that must act on it without naming it: "async" (reported later than
-    # it happened), "fallback" (the catch-all), "collective" (a rank waiting on another rank's failure).
+    # it happened), "fallback" (the catch-all), "collective" (a rank waiting on another rank's failure), "surfaces"
+    # (where another process's failure showed: a plain error that process printed is its cause).
     tags: list[str] = []
     consequence_of: list[str] = []
     # Ops whose argument check in `kbdebug.guard()` stands for this cause (the op names guard reports).

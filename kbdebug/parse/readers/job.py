@@ -5,7 +5,7 @@ reports it); everything else a JobEvent named after its line kind."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from lark import Token
 
@@ -32,6 +32,7 @@ _SOURCES: dict[str, tuple[JobSource, str | None]] = {
     "condor_memory": ("scheduler", None),
     "k8s_oomkilled": ("scheduler", "SIGKILL"),
     "k8s_evicted": ("scheduler", None),
+    "k8s_deadline": ("scheduler", None),
     "preempted": ("scheduler", None),
     "container_gpu": ("container", None),
     "library_load": ("library", None),
@@ -94,17 +95,23 @@ class JobReader(Reader):
         if not may_hold("job", text):
             return
         tree = parse_in("job", text)
-        if tree is not None:
-            self.sink.emit(_record(line, text, JobTree().read(tree)))
+        if tree is None:
+            return
+        fields = JobTree().read(tree)
+        status = fields.get("exitcode") if fields["template"] in ("k8s_exit", "srun_task") else None
+        if isinstance(status, int) and signal_of_status(status) is None:
+            return  # a task's or a container's own status (srun's `Exited with exit code 1`) says only that it failed
+        self.sink.emit(_record(line, text, fields))
 
 
 def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
     kind: str = fields.pop("template")
     at: dict[str, Any] = read_at(line)
     signal = fields.get("signal")
-    if kind in ("launcher_failed", "launcher_exit", "process_finished"):
+    if kind in ("launcher_failed", "launcher_exit", "process_finished", "k8s_exit") or (kind == "srun_task" and "exitcode" in fields):
         code = fields["exitcode"]
-        return ProcessExit(**at, reporter="launcher", exit_code=code, signal=signal or signal_of_status(code), pid=fields.get("pid"))
+        by: Literal["launcher", "scheduler"] = "launcher" if kind.startswith(("launcher", "process")) else "scheduler"
+        return ProcessExit(**at, reporter=by, exit_code=code, signal=signal or signal_of_status(code), pid=fields.get("pid"))
     if kind == "srun_task" and fields.get("reason") is None:
         core = bool(fields.get("core_dumped"))
         return ProcessExit(**at, reporter="scheduler", exit_code=exit_status(signal), signal=signal, core_dumped=core)

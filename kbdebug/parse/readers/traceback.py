@@ -53,6 +53,9 @@ _EXCEPT_CLAUSE = _regex_cache.compile(r"^except\b[^:]*:$")
 # of such lines is marked ignored, no failure by itself (the destroy_process_group reminder ends every successful
 # DDP run), while a CUDA error it reports (`CUDA warning: an illegal memory access was encountered`) is still read
 _C10_WARNING = _regex_cache.compile(r"^\[W[^\]]*\.(?:cpp|cu|h|hpp):\d+\]\s*Warning:")
+# Any c10 log line (`[E514 10:52:31.000100 ProcessGroupNCCL.cpp:632] ...`): PyTorch's C++ logging, never the continuation
+# of a Python exception's message (another rank's watchdog printed under this rank's error)
+_C10_LOG = _regex_cache.compile(r"^\[[EWIF][^\]]*\.(?:cpp|cu|h|hpp):\d+\]")
 # The line Python prints after a traceback's last frame is `module.Type: message` (traceback.py's
 # format_exception_only: the module, unless builtins or __main__, and the qualified name). The grammar's exception
 # types are those whose names say so (`...Error`, `...Exception`, ...): a line of free text is no error. Right under
@@ -139,7 +142,7 @@ class TracebackReader(Reader):
             # message): the error pasted without its `Type: `
             self._start_exc(line, "", stripped)
         elif self.exc is not None and self.exc_lines < self._message_limit() and stripped and self._same_rank(line):
-            if self._ends_warning(line):
+            if self._ends_warning(line) or _C10_LOG.match(stripped):
                 self._close_exc()
             else:
                 self.exc.message += "\n" + stripped
@@ -246,9 +249,10 @@ class TracebackReader(Reader):
         return self.exc.exc_type.endswith("Warning") and not line.text[:1].isspace() and self.sink.holds_message(line)
 
     def _same_rank(self, line: Line) -> bool:
-        """Interleaved ranks: another rank's line never continues this rank's message."""
+        """Interleaved ranks: another rank's line never continues this rank's message, nor a rank's line the message of
+        an error printed without one (a launcher's own, or a rank's printed unprefixed before the others' watchdog)."""
         assert self.exc is not None
-        return line.rank is None or self.exc.rank is None or line.rank == self.exc.rank
+        return line.rank is None or line.rank == self.exc.rank
 
     def traceback(self, line: Line) -> bool:
         text = line.text.strip()
