@@ -31,7 +31,8 @@ def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
     but the catch-all): the matcher adds their records' facts to its incident."""
     rule_id = data.get("id")
     groups = {f"@{g}" for g in _strings(data, "groups")}
-    catch_all = "fallback" in _strings(data, "tags") or "*" in _strings(data, "consequence_of")
+    fallback = "fallback" in _strings(data, "tags")
+    catch_all = fallback or "*" in _strings(data, "consequence_of")  # (a `*` rule folds into none of these)
     kinds: set[str] = set()
     for other in all_rules:
         if other.id == rule_id:
@@ -39,7 +40,7 @@ def folded_kinds(data: dict[str, Any], all_rules: list[Rule]) -> set[str]:
         refs = set(other.consequence_of)
         if rule_id in refs or refs & groups or ("*" in refs and not catch_all):
             kinds |= {m.kind for m in other.match}
-        elif not catch_all:
+        elif not fallback:
             kinds |= {m.kind for m in other.match if m.weak}
     return kinds
 

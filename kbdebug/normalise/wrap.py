@@ -19,6 +19,9 @@ _RECORD_START = lazy(
     # redrawn at one width (tqdm), which would otherwise read as a wrap
     r"|^(?:Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"
 )
+# ... and of those, the lines no prefixed log's wrap leaves unprefixed: an exception's `Type:` or a traceback's header at
+# a line's start is a launcher's own (torchrun's `torch.distributed.elastic...ChildFailedError:` under the ranks' lines)
+_OWN_LINE = lazy(rf"^(?:{TRACEBACK_HEADER}|(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*:\s*$)")
 _RULE_LINE = lazy(r"^[-=_*#~^\s]+$")  # a rule of punctuation, or the `^~~~` markers under a source line: never wrapped text
 
 _WHOLE_FRAME = lazy(r'^\s*File "[^"\n]*", line \d+, in [\w<>.]+$')
@@ -136,7 +139,12 @@ def _prefixed_only(cur: Line, nxt: Line) -> bool:
 
 
 def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) -> bool:
-    if _RULE_LINE.match(text) or follow[:12] == text[:12] or (not prefixed_only and _RECORD_START.match(follow)):
+    if (
+        _RULE_LINE.match(text)
+        or follow[:12] == text[:12]
+        or _RECORD_START.match(follow)
+        and not (prefixed_only and not _OWN_LINE.match(follow))
+    ):
         return False
     if width == CONSOLE_WIDTH:
         # ... except a frame line that is whole (it ends in its function's name) before its indented source
