@@ -184,7 +184,10 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
     templated: set[str] = set()  # incidents a template or record field matched: not inferred, whatever else joined them
     _explain_exceptions(records, found_all)
     _drop_chained_fallbacks(records, found_all, kb)
-    warned = _warned(records)
+    within = _within_warnings(records)
+    # the warnings, and the templates read off their text: what a run that went on printed (a record another grammar
+    # reads inside a warning's lines, a kernel assert the warning's message ran on into, is evidence of its own)
+    warned = {id(r) for r in records if id(r) in within and r.kind in ("exception", "message")}
     speaking: set[str] = set()  # incidents with evidence other than a warning's, or a warning that says its cause (warns)
     for rec, found in zip(records, found_all, strict=True):
         if found is None:
@@ -216,7 +219,7 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
         # nothing failed: only warnings were read, and the run went on after each (Match.warns)
         incidents = {rule_id: inc for rule_id, inc in incidents.items() if rule_id in speaking}
     locators = _locate_in_traceback(records, found_all, incidents)
-    secondary = _secondary(records)
+    secondary = _secondary(records, within)
     for inc in incidents.values():
         inc.first_failure = first_failure(inc.records)
         # the Python exception the user saw names the error; C++ and CUDA records add what it lacks
@@ -246,29 +249,27 @@ def diagnose_records(records: list[Record], kb: KnowledgeBase) -> list[Incident]
     return roots
 
 
-def _warning_spans(records: list[Record]) -> list[tuple[int, int]]:
-    """The lines of each warning (Python's `...Warning:`), its message's continuation lines included."""
-    return [
-        (r.first_line, r.last_line) for r in records if r.kind == "exception" and (getattr(r, "exc_type", "") or "").endswith("Warning")
-    ]
+def _within_warnings(records: list[Record]) -> set[int]:
+    """The records that start within a warning's lines (Python's `...Warning:`, its message's continuation lines
+    included): the warning, the templates read off it, and what its message ran on into. One search per record in the
+    warnings' spans merged in order (a log of thousands of warnings asked every span for every record, quadratically)."""
+    merged: list[list[int]] = []
+    warnings = (r for r in records if r.kind == "exception" and (getattr(r, "exc_type", "") or "").endswith("Warning"))
+    for first, last in sorted((r.first_line, r.last_line) for r in warnings):
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    starts = [first for first, _ in merged]
+    return {id(r) for r in records if (k := bisect_right(starts, r.first_line) - 1) >= 0 and r.first_line <= merged[k][1]}
 
 
-def _warned(records: list[Record]) -> set[int]:
-    """The warnings, and the templates read off their text: what a run that went on printed. (A record another grammar
-    reads inside a warning's lines, a kernel assert the warning's message ran on into, is evidence of its own.)"""
-    spans = _warning_spans(records)
-    if not spans:
-        return set()
-    return {id(r) for r in records if r.kind in ("exception", "message") and any(a <= r.first_line <= b for a, b in spans)}
-
-
-def _secondary(records: list[Record]) -> set[int]:
-    """Records that do not say why the job ended: warnings (printed before an error, often unrelated), and an
-    exception that another was raised while handling (`During handling of the above exception, another
-    exception occurred`: the final error, `DataLoader worker (pid N) is killed by signal`, is what the job died
-    of; the `EOFError` of the pipe it was reading is how it noticed)."""
-    spans = _warning_spans(records)
-    out = {id(rec) for rec in records if any(a <= rec.first_line <= b for a, b in spans)}  # the warning and what it ran on into
+def _secondary(records: list[Record], within: set[int]) -> set[int]:
+    """Records that do not say why the job ended: warnings (printed before an error, often unrelated) and what starts
+    within their lines (`within`), and an exception that another was raised while handling (`During handling of the
+    above exception, another exception occurred`: the final error, `DataLoader worker (pid N) is killed by signal`, is
+    what the job died of; the `EOFError` of the pipe it was reading is how it noticed)."""
+    out = set(within)
     last_exc: Record | None = None
     for rec in records:
         if id(rec) in out:
@@ -417,7 +418,7 @@ def _failed_first(error: Incident, waiting: Incident) -> bool:
     collective timeouts after `[rank2]: IndexError: list index out of range`, a DataLoader's `worker exited unexpectedly`
     after the worker's own traceback. The error is printed before them, or is another rank's than those that waited
     (ranks' output interleaves in any order)."""
-    raised = [r for r in error.records if r.kind == "exception" and (t := getattr(r, "exc_type", "") or "") and not t.endswith("Warning")]
+    raised = any(r.kind == "exception" and (t := getattr(r, "exc_type", "") or "") and not t.endswith("Warning") for r in error.records)
     if not raised:  # (a C++ frame or a launcher's table is no error of a process)
         return False
     mine = {r.rank for r in error.records if r.rank is not None}

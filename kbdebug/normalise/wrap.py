@@ -139,12 +139,9 @@ def _prefixed_only(cur: Line, nxt: Line) -> bool:
 
 
 def _continues(text: str, follow: str, width: int, prefixed_only: bool = False) -> bool:
-    if (
-        _RULE_LINE.match(text)
-        or follow[:12] == text[:12]
-        or _RECORD_START.match(follow)
-        and not (prefixed_only and not _OWN_LINE.match(follow))
-    ):
+    if _RULE_LINE.match(text) or follow[:12] == text[:12]:
+        return False
+    if _RECORD_START.match(follow) and (not prefixed_only or _OWN_LINE.match(follow)):
         return False
     if width == CONSOLE_WIDTH:
         # ... except a frame line that is whole (it ends in its function's name) before its indented source

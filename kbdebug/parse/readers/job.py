@@ -97,20 +97,22 @@ class JobReader(Reader):
         tree = parse_in("job", text)
         if tree is None:
             return
-        fields = JobTree().read(tree)
-        status = fields.get("exitcode") if fields["template"] in ("k8s_exit", "srun_task") else None
-        if isinstance(status, int) and signal_of_status(status) is None:
-            return  # a task's or a container's own status (srun's `Exited with exit code 1`) says only that it failed
-        self.sink.emit(_record(line, text, fields))
+        record = _record(line, text, JobTree().read(tree))
+        if record is not None:
+            self.sink.emit(record)
 
 
-def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit:
+def _record(line: Line, text: str, fields: Fields) -> JobEvent | ProcessExit | None:
+    """The line's record; None for a scheduler's report of a status that names no signal (srun's `Exited with exit
+    code 1`, kubectl's `Exit Code: 1`): it says only that the task failed."""
     kind: str = fields.pop("template")
     at: dict[str, Any] = read_at(line)
     signal = fields.get("signal")
-    if kind in ("launcher_failed", "launcher_exit", "process_finished", "k8s_exit") or (kind == "srun_task" and "exitcode" in fields):
+    if "exitcode" in fields:  # a launcher's, an IDE's or a scheduler's report of the status a process exited with
         code = fields["exitcode"]
-        by: Literal["launcher", "scheduler"] = "launcher" if kind.startswith(("launcher", "process")) else "scheduler"
+        by: Literal["launcher", "scheduler"] = "scheduler" if kind in ("k8s_exit", "srun_task") else "launcher"
+        if by == "scheduler" and signal_of_status(code) is None:
+            return None
         return ProcessExit(**at, reporter=by, exit_code=code, signal=signal or signal_of_status(code), pid=fields.get("pid"))
     if kind == "srun_task" and fields.get("reason") is None:
         core = bool(fields.get("core_dumped"))
